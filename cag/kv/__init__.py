@@ -1,0 +1,1 @@
+"""KV caches: geometry, rotary positions, chunk prefill, storage, assembly and generation."""

@@ -1,0 +1,92 @@
+"""Assemble independently prefilled chunk caches into one transformers cache for a generator.
+
+Layout: [native prefix (BOS / chat-template start, prefilled by the generator)] [chunk 1] ... [chunk n],
+at contiguous positions 0..L-1, chunks in the order given. Rotary models get their keys rotated to
+the assembled positions; absolute-position models must have each chunk prefilled at the offset it
+lands on. Sliding-window layers keep only their window (the transformers cache layer trims them and
+records the true context length).
+"""
+
+from dataclasses import dataclass, field
+
+import torch
+from transformers import DynamicCache
+
+from cag.errors import CagError
+from cag.kv.chunk_cache import ChunkCache, run_prefill
+from cag.kv.rotary import Rotary
+
+
+@dataclass
+class AssembledContext:
+    cache: DynamicCache
+    input_ids: torch.Tensor  # (L,) prefix + chunk token ids, in assembly order
+    prefix_tokens: int
+    chunk_spans: list = field(default_factory=list)  # (start, end) position of each chunk
+
+    @property
+    def length(self) -> int:
+        return int(self.input_ids.shape[0])
+
+
+def check_positions(geometry, length: int, what: str = "context") -> None:
+    if length > geometry.max_positions:
+        raise CagError(f"The {what} needs {length} positions but {geometry.family} models handle "
+                       f"at most {geometry.max_positions}: retrieve fewer or shorter chunks.")
+
+
+def check_chunk_matches(lm, chunk: ChunkCache) -> None:
+    meta = chunk.meta
+    if meta.model_fingerprint != lm.fingerprint:
+        raise CagError(f"Chunk cache {meta.doc_id or '?'}#{meta.chunk_index} was prefilled by "
+                       f"{meta.model_name} (fingerprint {meta.model_fingerprint[:12]}), not by "
+                       f"{lm.name} ({lm.fingerprint[:12]}): translate it or prefill it natively.")
+
+
+@torch.no_grad()
+def assemble(lm, chunks: list[ChunkCache], prefix_ids=()) -> AssembledContext:
+    """One DynamicCache for `lm` holding the native prefix followed by `chunks`."""
+    geometry = lm.geometry
+    prefix = torch.as_tensor(list(prefix_ids), dtype=torch.int64)
+    total = prefix.numel() + sum(c.num_tokens for c in chunks)
+    check_positions(geometry, total)
+    if total == 0:
+        raise CagError("Nothing to assemble: no prefix and no chunks.")
+    device, dtype = lm.device, next(lm.model.parameters()).dtype
+    layers_k = [[] for _ in range(geometry.num_layers)]
+    layers_v = [[] for _ in range(geometry.num_layers)]
+    if prefix.numel():
+        keys, values = run_prefill(lm.model, prefix, torch.arange(prefix.numel()))
+        for layer in range(geometry.num_layers):
+            layers_k[layer].append(keys[layer])
+            layers_v[layer].append(values[layer])
+    rotary = Rotary(lm.model, geometry) if geometry.is_rotary else None
+    spans, pos = [], prefix.numel()
+    for chunk in chunks:
+        check_chunk_matches(lm, chunk)
+        positions = torch.arange(pos, pos + chunk.num_tokens, device=device)
+        _check_absolute_offset(geometry, chunk, pos)
+        for layer in range(geometry.num_layers):
+            k = chunk.keys[layer].to(device, dtype)  # (kv_heads, T, head_dim)
+            layers_k[layer].append(rotary.apply(k, positions, layer) if rotary else k)
+            layers_v[layer].append(chunk.values[layer].to(device, dtype))
+        spans.append((pos, pos + chunk.num_tokens))
+        pos += chunk.num_tokens
+    cache = DynamicCache(config=lm.config)
+    for layer in range(geometry.num_layers):
+        k = torch.cat(layers_k[layer], dim=1)[None]  # (1, kv_heads, L, head_dim)
+        v = torch.cat(layers_v[layer], dim=1)[None]
+        cache.update(k, v, layer)
+    input_ids = torch.cat([prefix] + [c.token_ids for c in chunks])
+    return AssembledContext(cache, input_ids, prefix.numel(), spans)
+
+
+def _check_absolute_offset(geometry, chunk: ChunkCache, pos: int) -> None:
+    if geometry.is_rotary:
+        if not chunk.meta.rotary_removed:
+            raise CagError("A rotary model's chunk cache must be stored with its rotary removed.")
+        return
+    if chunk.meta.position_start != pos:
+        raise CagError(f"Chunk {chunk.meta.doc_id or '?'}#{chunk.meta.chunk_index} was prefilled at "
+                       f"position {chunk.meta.position_start} but lands at {pos}; "
+                       f"{geometry.family} uses absolute positions, so prefill it at its final offset.")

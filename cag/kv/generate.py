@@ -1,0 +1,75 @@
+"""Greedy generation that continues a cache: the generator prefills only the new tokens."""
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache
+
+from cag.kv.assemble import AssembledContext, check_positions
+
+_END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<end_of_turn>", "<|eot_id|>", "<|end|>", "</s>")
+
+
+@dataclass
+class Generation:
+    text: str
+    token_ids: list
+    prefill_seconds: float  # the generator's own prefill of the new tokens
+    ttft_seconds: float  # from the call to the first generated token
+    total_seconds: float
+
+
+def stop_token_ids(lm) -> set[int]:
+    ids: set[int] = set()
+    for source in (getattr(lm.model, "generation_config", None), lm.tokenizer):
+        eos = getattr(source, "eos_token_id", None)
+        ids.update([eos] if isinstance(eos, int) else list(eos or []))
+    vocab = lm.tokenizer.get_vocab()
+    ids.update(vocab[t] for t in _END_TOKENS if t in vocab and t in lm.tokenizer.all_special_tokens)
+    return ids
+
+
+@torch.no_grad()
+def forward_new_tokens(lm, cache, new_ids: torch.Tensor, start: int, logits_to_keep: int = 1):
+    """Run the model over (T,) `new_ids` at positions start.. continuing `cache`; (T', vocab) logits."""
+    device = lm.device
+    positions = torch.arange(start, start + new_ids.numel(), device=device)[None]
+    out = lm.model(input_ids=new_ids[None].to(device), position_ids=positions, cache=cache,
+                   use_cache=True, logits_to_keep=logits_to_keep)
+    return out.logits[0]
+
+
+@torch.no_grad()
+def greedy_generate(lm, new_ids, context: AssembledContext | None = None,
+                    max_new_tokens: int = 32, on_token: Callable[[str], None] | None = None) -> Generation:
+    """Greedy-decode after `context` (or from scratch) given the uncached `new_ids`."""
+    start_time = time.perf_counter()
+    new_ids = torch.as_tensor(list(new_ids), dtype=torch.int64)
+    cache = context.cache if context is not None else DynamicCache(config=lm.config)
+    pos = context.length if context is not None else 0
+    check_positions(lm.geometry, pos + new_ids.numel() + max_new_tokens, "context + question + answer")
+    stops = stop_token_ids(lm)
+    logits = forward_new_tokens(lm, cache, new_ids, pos)
+    prefill_seconds = time.perf_counter() - start_time
+    pos += new_ids.numel()
+    generated: list[int] = []
+    emitted, ttft = "", None
+    for _ in range(max_new_tokens):
+        token = int(logits[-1].argmax())
+        ttft = ttft if ttft is not None else time.perf_counter() - start_time
+        if token in stops:
+            break
+        generated.append(token)
+        if on_token is not None:
+            # decode the whole answer so far: a single byte-level token can be half a character
+            full = lm.tokenizer.decode(generated, skip_special_tokens=True)
+            if not full.endswith("\ufffd"):
+                on_token(full[len(emitted):])
+                emitted = full
+        logits = forward_new_tokens(lm, cache, torch.tensor([token]), pos)
+        pos += 1
+    total = time.perf_counter() - start_time
+    text = lm.tokenizer.decode(generated, skip_special_tokens=True)
+    return Generation(text.strip(), generated, prefill_seconds, ttft or total, total)

@@ -1,0 +1,149 @@
+"""Load a model by alias, hub id, folder or GGUF path into a `LoadedModel`."""
+
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from cag.errors import CagError
+from cag.models import packaged
+from cag.models.aliases import ALIASES, ModelSpec, resolve_spec
+from cag.models.convert import converted_for, converted_dir, read_manifest, is_converted
+from cag.models.fingerprint import (folder_weights_digest, model_fingerprint, tensors_digest,
+                                    tokenizer_digest)
+
+log = logging.getLogger(__name__)
+
+DTYPES = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16,
+          "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
+
+
+@dataclass
+class LoadedModel:
+    """A causal LM ready for prefill and generation, with its identity."""
+
+    name: str
+    model: torch.nn.Module
+    tokenizer: object
+    fingerprint: str
+    tokenizer_fingerprint: str
+    load_seconds: float = 0.0
+    source: str = ""
+    _geometry: object = field(default=None, repr=False)
+
+    @property
+    def config(self):
+        return self.model.config
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def geometry(self):
+        if self._geometry is None:
+            from cag.kv.geometry import geometry_of
+            self._geometry = geometry_of(self.model.config)
+        return self._geometry
+
+
+def parse_dtype(dtype) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    if dtype not in DTYPES:
+        raise CagError(f"Unknown dtype {dtype!r}; choose one of fp32, bf16, fp16.")
+    return DTYPES[dtype]
+
+
+def load_model(name: str, dtype="fp32", device: str = "cpu") -> LoadedModel:
+    """Resolve `name` and load model + tokenizer (converting a GGUF once on first use)."""
+    spec = resolve_spec(name)
+    torch_dtype = parse_dtype(dtype)
+    start = time.perf_counter()
+    folder, weights = _folder_for(spec)
+    model, tokenizer = _from_folder_or_hub(spec, folder, torch_dtype, device)
+    if weights is None:
+        weights = folder_weights_digest(folder) if folder is not None else _hub_weights_digest(model)
+    seconds = time.perf_counter() - start
+    log.info("loaded %s in %.1f s", spec.name, seconds)
+    return wrap_model(spec.name, model, tokenizer, weights_digest=weights, load_seconds=seconds,
+                      source=spec.source)
+
+
+def wrap_model(name: str, model, tokenizer, weights_digest: str | None = None,
+               load_seconds: float = 0.0, source: str = "memory") -> LoadedModel:
+    """Wrap an already built model (tests build tiny ones in code) as a LoadedModel."""
+    model.eval()
+    tok_digest = tokenizer_digest(tokenizer)
+    weights = weights_digest or tensors_digest(model)
+    return LoadedModel(name=name, model=model, tokenizer=tokenizer,
+                       fingerprint=model_fingerprint(model.config, weights, tok_digest),
+                       tokenizer_fingerprint=tok_digest, load_seconds=load_seconds, source=source)
+
+
+def _folder_for(spec: ModelSpec) -> tuple[Path | None, str | None]:
+    """The local folder to load (None for a hub id) and its weights digest if already known."""
+    if spec.kind == "packaged":
+        folder = converted_for(spec.name, lambda: packaged.gguf_path(spec.source))
+    elif spec.kind == "gguf":
+        gguf = Path(spec.source)
+        stamp = packaged.file_sha256(gguf)[:16]
+        folder = converted_for(f"gguf-{gguf.stem}-{stamp}", lambda: gguf)
+    elif spec.kind == "folder":
+        return Path(spec.source), None
+    else:
+        return None, None
+    return folder, read_manifest(folder)["weights_sha256"]
+
+
+def _from_folder_or_hub(spec: ModelSpec, folder: Path | None, dtype: torch.dtype, device: str):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target = str(folder) if folder is not None else spec.source
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(target)
+        model = AutoModelForCausalLM.from_pretrained(target, dtype=dtype).to(device)
+    except OSError as exc:
+        if folder is not None:
+            raise CagError(f"Could not load model folder {folder}: {exc}") from exc
+        raise CagError(_hub_error(spec, exc)) from exc
+    return model, tokenizer
+
+
+def _hub_error(spec: ModelSpec, exc: Exception) -> str:
+    offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+    packaged_names = ", ".join(n for n, s in ALIASES.items() if s.kind == "packaged")
+    return (f"Could not load {spec.name!r} ({spec.source}) from the Hugging Face hub"
+            f"{' (HF_HUB_OFFLINE=1)' if offline else ''}: {str(exc).splitlines()[0]} "
+            f"Connect to the hub (or pre-download it into the HF cache), pass a local model folder "
+            f"or .gguf file, or use a packaged offline model: {packaged_names}.")
+
+
+def _hub_weights_digest(model) -> str:
+    """A hub model's files live in the HF cache: hash the files the model was loaded from."""
+    path = getattr(model, "name_or_path", None) or model.config._name_or_path
+    try:
+        from huggingface_hub import snapshot_download
+        folder = Path(snapshot_download(path, local_files_only=True))
+        return folder_weights_digest(folder)
+    except Exception:  # no local snapshot to hash: fall back to the tensors themselves
+        return tensors_digest(model)
+
+
+def availability(spec: ModelSpec) -> str:
+    """A short word on whether `spec` can be loaded here without a network."""
+    if spec.kind == "packaged":
+        if not packaged.is_installed(spec.source):
+            return "not installed"
+        return "offline (converted)" if is_converted(converted_dir(spec.name)) else "offline"
+    if spec.kind == "hub":
+        try:
+            from huggingface_hub import try_to_load_from_cache
+            hit = try_to_load_from_cache(spec.source, "config.json")
+            return "offline (HF cache)" if isinstance(hit, str) else "needs network"
+        except Exception:
+            return "needs network"
+    return "local"
