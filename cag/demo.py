@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
 
+from cag.defaults import DEFAULT_GENERATOR
 from cag.home import cag_home
 from cag.kv.assemble import assemble
 from cag.kv.chunk_cache import prefill_chunk
@@ -50,7 +51,7 @@ def demo_data() -> dict:
     return json.loads(files("cag").joinpath("data/demo.json").read_text(encoding="utf-8"))
 
 
-def run_demo(model: str = "qwen2.5-coder-0.5b", dtype: str = "fp16", max_new_tokens: int = 16,
+def run_demo(model: str = DEFAULT_GENERATOR, dtype: str = "fp16", max_new_tokens: int = 16,
              lm=None) -> DemoReport:
     data = demo_data()
     lm = lm or load_model(model)

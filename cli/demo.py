@@ -6,14 +6,14 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cag.demo import run_demo
+from cag.defaults import DEFAULT_GENERATOR
 from cli._errors import handle_errors
 
 
 @handle_errors
 def demo_command(
     model: Annotated[str, typer.Option("--model", "-m", envvar="CAG_MODEL",
-                                       help="Model alias, hub id, folder or .gguf file.")] = "qwen2.5-coder-0.5b",
+                                       help="Model alias, hub id, folder or .gguf file.")] = DEFAULT_GENERATOR,
     dtype: Annotated[str, typer.Option(help="Storage dtype of the chunk cache: fp32, fp16 or bf16.")] = "fp16",
     max_new_tokens: Annotated[int, typer.Option(min=1, help="Answer length limit.")] = 16,
 ) -> None:
@@ -21,6 +21,8 @@ def demo_command(
 
     Each answer is also produced from the full prompt, so you can compare them and their TTFT.
     """
+    from cag.demo import run_demo
+
     console = Console(width=140)
     console.print(f"Loading {model} (the first use converts the GGUF once, up to a minute)...")
     report = run_demo(model, dtype=dtype, max_new_tokens=max_new_tokens)

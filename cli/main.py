@@ -5,7 +5,10 @@ import os
 
 import typer
 
+from cli import store as store_cli
+from cli.ask import ask_command
 from cli.demo import demo_command
+from cli.ingest import ingest_command
 from cli.models import models_command
 
 app = typer.Typer(
@@ -17,10 +20,15 @@ app = typer.Typer(
 @app.callback()
 def _configure(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log progress details.")):
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+                        format="%(levelname)s %(name)s: %(message)s", force=True)
+    from transformers.utils import logging as hf_logging
+    hf_logging.disable_progress_bar()  # cag draws its own progress; loading bars are noise
     if os.environ.get("CAG_DEBUG") == "1":
         logging.getLogger("cag").setLevel(logging.DEBUG)
 
 
 app.command("models")(models_command)
 app.command("demo")(demo_command)
+app.command("ingest")(ingest_command)
+app.command("ask")(ask_command)
+app.add_typer(store_cli.app, name="store")

@@ -4,8 +4,6 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from cag.models.aliases import ALIASES
-from cag.models.loading import availability
 from cli._errors import handle_errors
 
 
@@ -15,6 +13,9 @@ def models_command() -> None:
 
     Any Hugging Face id (org/name), local model folder or .gguf file also works as --model.
     """
+    from cag.models.aliases import ALIASES
+    from cag.models.loading import availability
+
     table = Table(title="cag models")
     for column in ("alias", "kind", "source", "family", "available here"):
         table.add_column(column)

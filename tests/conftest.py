@@ -15,3 +15,31 @@ def real_cag_home(tmp_path_factory):
     """Slow tests share converted packaged models: $CAG_HOME_SLOW, or a session folder."""
     import os
     return os.environ.get("CAG_HOME_SLOW") or str(tmp_path_factory.mktemp("real_cag_home"))
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory):
+    """Tiny encoder (llama) and generator (qwen2) folders, loadable by path from the CLI too."""
+    from cag.testing import save_tiny_model
+    root = tmp_path_factory.mktemp("tiny_models")
+    return {"encoder": str(save_tiny_model(root / "enc", "llama", max_position_embeddings=4096)),
+            "generator": str(save_tiny_model(root / "gen", "qwen2", seed=3, max_position_embeddings=4096))}
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    """A small corpus in every supported format, plus one binary file."""
+    import json
+    root = tmp_path / "corpus"
+    (root / "sub").mkdir(parents=True)
+    (root / "lobster.md").write_text("# Lobster\n\nThe European lobster may grow to a length of 60 cm. "
+                                     "It is blue in life and red after cooking. " * 3)
+    (root / "mountain.txt").write_text("Mount Elbert is the highest summit of the Rocky Mountains, "
+                                       "at 14,440 feet. It was named after Samuel Hitt Elbert. " * 3)
+    (root / "sub" / "planet.html").write_text("<html><script>var x;</script><body><p>Upsilon Andromedae b "
+                                              "is an exoplanet found in 1996.</p></body></html>")
+    (root / "sub" / "storm.jsonl").write_text("\n".join(json.dumps(r) for r in [
+        {"text": "Hurricane Beatriz formed in June 2011 near Mexico."},
+        {"text": "Beatriz caused four deaths and heavy rain."}]) + "\n")
+    (root / "sub" / "blob.txt").write_bytes(bytes(range(256)) * 4)
+    return root

@@ -102,15 +102,22 @@ def prefill_chunk(lm, text: str, prefix_ids=(), position_start: int | None = Non
         rotary = Rotary(lm.model, geometry)
         chunk_pos = positions[n_prefix:].to(keys[0].device)
         keys = [rotary.remove(k, chunk_pos, layer) for layer, k in enumerate(keys)]
-    meta = ChunkMeta(
+    meta = _chunk_meta(lm, start, prefix, text, doc_id, chunk_index)
+    return ChunkCache([k.contiguous() for k in keys], [v.contiguous() for v in values],
+                      token_ids, offsets, meta, text)
+
+
+def _chunk_meta(lm, start: int, prefix: torch.Tensor, text: str, doc_id: str,
+                chunk_index: int) -> ChunkMeta:
+    geometry = lm.geometry
+    return ChunkMeta(
         model_name=lm.name, model_fingerprint=lm.fingerprint,
         tokenizer_fingerprint=lm.tokenizer_fingerprint, family=geometry.family,
         num_layers=geometry.num_layers, kv_heads=geometry.kv_heads, head_dim=geometry.head_dim,
         position_start=start, rotary_removed=geometry.is_rotary,
-        prefix_sha256=ids_sha256(prefix.tolist()) if n_prefix else "", prefix_tokens=n_prefix,
-        text_sha256=sha256_hex(text.encode()), doc_id=doc_id, chunk_index=chunk_index)
-    return ChunkCache([k.contiguous() for k in keys], [v.contiguous() for v in values],
-                      token_ids, offsets, meta, text)
+        prefix_sha256=ids_sha256(prefix.tolist()) if prefix.numel() else "",
+        prefix_tokens=prefix.numel(), text_sha256=sha256_hex(text.encode()), doc_id=doc_id,
+        chunk_index=chunk_index)
 
 
 def run_prefill(model, input_ids: torch.Tensor, positions: torch.Tensor) -> tuple[list, list]:
@@ -132,3 +139,68 @@ def _check_fits(geometry, length: int, what: str) -> None:
     if length > geometry.max_positions:
         raise CagError(f"The {what} needs {length} positions but {geometry.family} models handle "
                        f"at most {geometry.max_positions}: use fewer or shorter chunks.")
+
+
+@torch.no_grad()
+def prefill_chunks(lm, texts: list[str], prefix_ids=(), batch_size: int = 8,
+                   doc_ids=None, chunk_indices=None) -> list[ChunkCache]:
+    """`prefill_chunk` for many texts, batched: the prefix is prefilled once and shared, chunks are
+    right-padded (a causal model's real tokens never attend to the padding after them).
+
+    Rotary models only: absolute-position chunks depend on their offset and are prefilled one by one.
+    """
+    n = len(texts)
+    doc_ids = doc_ids or [""] * n
+    chunk_indices = chunk_indices or [-1] * n
+    if not lm.geometry.is_rotary or batch_size <= 1:
+        return [prefill_chunk(lm, t, prefix_ids, doc_id=d, chunk_index=i)
+                for t, d, i in zip(texts, doc_ids, chunk_indices)]
+    tokenized = [tokenize_chunk(lm.tokenizer, t) for t in texts]
+    order = sorted(range(n), key=lambda i: tokenized[i][0].numel())  # similar lengths together
+    prefix = torch.as_tensor(list(prefix_ids), dtype=torch.int64)
+    prefix_kv = run_prefill(lm.model, prefix, torch.arange(prefix.numel())) if prefix.numel() else None
+    results: list[ChunkCache | None] = [None] * n
+    for start in range(0, n, batch_size):
+        batch = order[start:start + batch_size]
+        keys, values = _prefill_batch(lm, [tokenized[i][0] for i in batch], prefix.numel(), prefix_kv)
+        for row, i in enumerate(batch):
+            results[i] = _chunk_from_kv(lm, keys[row], values[row], tokenized[i], texts[i], prefix,
+                                        doc_ids[i], chunk_indices[i])
+    return results
+
+
+def _prefill_batch(lm, chunk_ids: list, n_prefix: int, prefix_kv):
+    """Per row, per layer K/V (kv_heads, T_row, head_dim) of right-padded chunks after a shared prefix."""
+    device = lm.device
+    lengths = [ids.numel() for ids in chunk_ids]
+    width, rows = max(lengths), len(chunk_ids)
+    pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
+    input_ids = torch.full((rows, width), pad, dtype=torch.int64)
+    mask = torch.zeros((rows, n_prefix + width), dtype=torch.int64)
+    mask[:, :n_prefix] = 1
+    for row, ids in enumerate(chunk_ids):
+        input_ids[row, :ids.numel()] = ids
+        mask[row, n_prefix:n_prefix + ids.numel()] = 1
+    cache = DynamicCache()
+    if prefix_kv is not None:
+        for layer, (k, v) in enumerate(zip(*prefix_kv)):
+            cache.update(k[None].expand(rows, -1, -1, -1).contiguous(),
+                         v[None].expand(rows, -1, -1, -1).contiguous(), layer)
+    positions = torch.arange(n_prefix, n_prefix + width)[None].expand(rows, -1)
+    lm.model(input_ids=input_ids.to(device), attention_mask=mask.to(device),
+             position_ids=positions.to(device), cache=cache, use_cache=True, logits_to_keep=1)
+    keys = [[layer.keys[row, :, n_prefix:n_prefix + lengths[row]] for layer in cache.layers]
+            for row in range(rows)]
+    values = [[layer.values[row, :, n_prefix:n_prefix + lengths[row]] for layer in cache.layers]
+              for row in range(rows)]
+    return keys, values
+
+
+def _chunk_from_kv(lm, keys, values, tokenized, text, prefix, doc_id, chunk_index) -> ChunkCache:
+    token_ids, offsets = tokenized
+    geometry, n_prefix = lm.geometry, prefix.numel()
+    positions = torch.arange(n_prefix, n_prefix + token_ids.numel(), device=keys[0].device)
+    rotary = Rotary(lm.model, geometry)
+    keys = [rotary.remove(k, positions, layer).contiguous() for layer, k in enumerate(keys)]
+    meta = _chunk_meta(lm, n_prefix, prefix, text, doc_id, chunk_index)
+    return ChunkCache(keys, [v.contiguous() for v in values], token_ids, offsets, meta, text)

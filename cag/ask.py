@@ -1,0 +1,151 @@
+"""`cag ask`: answer a question from a store, in one of several context modes.
+
+    direct      the retrieved text in the prompt, prefilled by the generator (the quality reference)
+    native      the generator's own stored chunk caches (`cag ingest --also-for MODEL`)
+    translated  the encoder's caches translated by a MoT translator (needs a trained translator)
+    none        the question alone
+    auto        native if stored, else translated if a translator exists, else direct
+
+Chunk order: retrieved chunks are laid out least relevant first, so the best chunk sits right
+before the question. The generator always prefills its own native prefix (BOS / chat-template
+start) and the question; in direct mode it also prefills the chunks' text.
+"""
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from cag.defaults import DEFAULT_GENERATOR
+from cag.errors import CagError, CorruptCacheError
+from cag.kv.assemble import assemble, check_positions
+from cag.kv.chunk_cache import ids_sha256
+from cag.kv.generate import greedy_generate
+from cag.kv.serde import load_chunk_cache
+from cag.models import load_model
+from cag.prompt import prompt_layout
+from cag.retrieval import Retriever
+from cag.store.store import Store
+
+log = logging.getLogger(__name__)
+MODES = ("auto", "direct", "native", "translated", "none")
+
+
+@dataclass
+class Source:
+    doc: str
+    chunk: int
+    score: float
+
+
+@dataclass
+class AskResult:
+    answer: str
+    mode: str
+    model: str
+    sources: list
+    context_tokens: int
+    timings_ms: dict
+    notes: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def check_question(question: str, mode: str, top_k: int) -> None:
+    if not question or not question.strip():
+        raise CagError("The question is empty.")
+    if mode not in MODES:
+        raise CagError(f"Unknown mode {mode!r}; choose one of {', '.join(MODES)}.")
+    if top_k < 1:
+        raise CagError(f"--top-k must be at least 1 (got {top_k}).")
+
+
+def ask(question: str, store_dir: Path | None = None, model: str = DEFAULT_GENERATOR,
+        top_k: int = 3, mode: str = "auto", max_new_tokens: int = 64, on_token=None,
+        lm=None, retriever: Retriever | None = None) -> AskResult:
+    """Answer `question`; `lm` / `retriever` let callers reuse loaded models across questions."""
+    check_question(question, mode, top_k)
+    store = retriever.store if retriever else Store.open(store_dir)
+    lm = lm or load_model(model)
+    retriever = retriever or Retriever(store)
+    layout = prompt_layout(lm.tokenizer)
+    start = time.perf_counter()
+    retrieval = retriever.retrieve(question, top_k) if mode != "none" else None
+    chosen, notes = _choose_mode(mode, store, lm, layout, retrieval)
+    if retrieval and retrieval.clamped_from:
+        notes.append(f"--top-k {retrieval.clamped_from} is more than the store's "
+                     f"{len(retrieval.results)} chunks; used {len(retrieval.results)}")
+    ordered = list(reversed(retrieval.results)) if retrieval else []  # best chunk last
+    timings = {"embed": retrieval.embed_ms if retrieval else 0.0,
+               "retrieve": retrieval.retrieve_ms if retrieval else 0.0,
+               "load": 0.0, "translate": 0.0, "assemble": 0.0}
+    q_ids = layout.question_ids(lm.tokenizer, question)
+    context, lead_ids, context_tokens = _build_context(chosen, store, lm, layout, ordered, timings)
+    generation = greedy_generate(lm, lead_ids + q_ids, context, max_new_tokens, on_token)
+    timings["prefill"] = generation.prefill_seconds * 1e3
+    before_generation = (time.perf_counter() - start) * 1e3 - generation.total_seconds * 1e3
+    timings["ttft"] = before_generation + generation.ttft_seconds * 1e3
+    timings["total"] = (time.perf_counter() - start) * 1e3
+    sources = [Source(r.chunk.doc, r.chunk.idx, round(r.score, 4)) for r in retrieval.results] if retrieval else []
+    return AskResult(generation.text, chosen, lm.name, sources, context_tokens,
+                     {k: round(v, 1) for k, v in timings.items()}, notes)
+
+
+def _native_space(store: Store, lm, layout):
+    return store.native_space(lm.fingerprint, ids_sha256(layout.prefix_ids))
+
+
+def _choose_mode(mode: str, store: Store, lm, layout, retrieval) -> tuple[str, list]:
+    if mode in ("direct", "none"):
+        return mode, []
+    space = _native_space(store, lm, layout)
+    has_native = space is not None and all(
+        store.cache_path(space, r.chunk.text_sha256).is_file() for r in retrieval.results)
+    if mode == "native":
+        if not has_native:
+            raise CagError(f"No native caches for {lm.name} in store {store.folder}: run "
+                           f"`cag ingest PATH --also-for {lm.name} --store {store.folder}` first, "
+                           "or use --mode direct.")
+        return "native", []
+    if mode == "translated":
+        raise CagError(_no_translator(store, lm))
+    if has_native:
+        return "native", [f"mode auto: using native ({lm.name}'s own stored caches)"]
+    return "direct", [f"mode auto: using direct (no native caches for {lm.name} in the store, "
+                      f"no MoT translator from {store.config.encoder} to {lm.name})"]
+
+
+def _no_translator(store: Store, lm) -> str:
+    return (f"No MoT translator from {store.config.encoder} to {lm.name}: translators are trained "
+            "with `cag train`, which is not available yet in this version. Use --mode native after "
+            f"`cag ingest PATH --also-for {lm.name}`, or --mode direct")
+
+
+def _build_context(mode: str, store: Store, lm, layout, ordered: list, timings: dict):
+    """(AssembledContext or None, ids the generator prefills before the question, context tokens)."""
+    tokenizer = lm.tokenizer
+    prefix = list(layout.prefix_ids)
+    if mode in ("direct", "none"):
+        chunk_ids = [] if mode == "none" else [
+            tokenizer(r.chunk.text, add_special_tokens=False)["input_ids"] for r in ordered]
+        flat = [t for ids in chunk_ids for t in ids]
+        check_positions(lm.geometry, len(prefix) + len(flat))
+        return None, prefix + flat, len(flat)
+    space = _native_space(store, lm, layout)
+    t0 = time.perf_counter()
+    caches = [_load(store.cache_path(space, r.chunk.text_sha256), r.chunk.doc) for r in ordered]
+    t1 = time.perf_counter()
+    context = assemble(lm, caches, prefix)
+    timings["load"], timings["assemble"] = (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3
+    return context, [], context.length - len(prefix)
+
+
+def _load(path: Path, doc: str):
+    try:
+        return load_chunk_cache(path)
+    except CorruptCacheError as exc:
+        path.unlink(missing_ok=True)  # derived data: removed so that re-ingesting re-creates it
+        source = doc.split("#")[0]
+        raise CagError(f"{exc} It was removed; re-ingest its document to re-create it: "
+                       f"`cag ingest {source}`.") from exc

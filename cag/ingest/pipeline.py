@@ -1,0 +1,195 @@
+"""`cag ingest`: files -> documents -> chunks -> embeddings + chunk caches -> store.
+
+Per file: read, chunk (encoder tokens), prefill the chunks whose cache file is missing (in batches,
+after the model's answer-time prefix), embed, then replace the file's catalog rows in one
+transaction. Unchanged files (same sha256) are skipped without model work; files that disappeared
+from the ingested folders are removed. The FAISS index is rebuilt from the catalog when it changed,
+and cache files no chunk refers to are deleted. A run killed at any point and started again ends
+with the same store as an uninterrupted run.
+"""
+
+import hashlib
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cag.defaults import DEFAULT_EMBEDDER, DEFAULT_ENCODER
+from cag.errors import CagError
+from cag.faults import fault_point
+from cag.ingest.chunking import Chunker
+from cag.ingest.reading import UnreadableFile, discover, read_file
+from cag.kv.chunk_cache import ids_sha256, prefill_chunks
+from cag.kv.serde import save_chunk_cache
+from cag.models import load_model
+from cag.models.fingerprint import sha256_hex
+from cag.progress import Progress
+from cag.prompt import prompt_layout
+from cag.store.catalog import NewChunk
+from cag.store.store import CacheSpace, Store, StoreConfig
+from indexes.embedder import Embedder
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    encoder: str = DEFAULT_ENCODER
+    embedder: str = DEFAULT_EMBEDDER
+    chunk_tokens: int = 256
+    chunk_overlap: int = 0
+    faiss_factory: str = "Flat"
+    cache_dtype: str = "fp16"
+    also_for: tuple = ()
+    batch_size: int = 8
+
+
+@dataclass
+class IngestReport:
+    store: str
+    files_seen: int = 0
+    files_ingested: int = 0
+    files_unchanged: int = 0
+    files_removed: int = 0
+    skipped: list = field(default_factory=list)  # (path, reason)
+    documents: int = 0
+    chunks_new: int = 0
+    tokens_prefilled: int = 0
+    caches_written: int = 0
+    chunks_total: int = 0
+    tokens_total: int = 0
+    bytes_on_disk: int = 0
+    seconds: float = 0.0
+
+
+@dataclass
+class _Space:
+    """One model whose chunk caches this ingest writes, with its prompt prefix."""
+
+    lm: object
+    prefix: tuple
+    space: CacheSpace
+
+
+def _space(lm, role: str) -> _Space:
+    prefix = prompt_layout(lm.tokenizer).prefix_ids
+    return _Space(lm, prefix, CacheSpace(lm.name, lm.fingerprint, ids_sha256(prefix), role))
+
+
+def _file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def ingest(paths: list, store_dir: Path | None = None, options: IngestOptions = IngestOptions(),
+           progress: Progress | None = None) -> IngestReport:
+    start = time.perf_counter()
+    progress = progress or Progress()
+    roots = [Path(p).expanduser() for p in paths]
+    missing = [str(p) for p in roots if not p.exists()]
+    if missing:
+        raise CagError(f"No such file or folder: {', '.join(missing)}.")
+    encoder = load_model(options.encoder)
+    embedder = Embedder(options.embedder)
+    config = StoreConfig(encoder.name, encoder.fingerprint, options.embedder, embedder.dim,
+                         options.faiss_factory, options.chunk_tokens, options.chunk_overlap,
+                         options.cache_dtype)
+    store = Store.open_or_create(store_dir, config)
+    try:
+        with store.lock():
+            report = _ingest_locked(roots, store, encoder, embedder, options, progress)
+    finally:
+        store.close()
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def _ingest_locked(roots: list, store: Store, encoder, embedder: Embedder, options: IngestOptions,
+                   progress: Progress) -> IngestReport:
+    config = store.config  # an existing store keeps its own chunking and dtype
+    spaces = [_space(encoder, "encoder")] + [_space(load_model(m), "native") for m in options.also_for]
+    for s in spaces:
+        store.register_space(s.space)
+    chunker = Chunker(encoder.tokenizer, config.chunk_tokens, config.chunk_overlap)
+    report = IngestReport(str(store.folder))
+    files = discover(roots)
+    report.files_seen = len(files)
+    progress.files(len(files))
+    for path in files:
+        _ingest_file(path, store, chunker, embedder, spaces, config, report, progress,
+                     max(1, options.batch_size))
+        progress.file_done(str(path))
+    report.files_removed = _remove_vanished(store, roots, set(map(str, files)))
+    store.index()  # rebuilt from the catalog if anything changed
+    fault_point("index_saved")
+    store.collect_garbage()
+    counts = store.catalog.counts()
+    report.chunks_total, report.tokens_total = counts["chunks"], counts["tokens"]
+    report.bytes_on_disk = store.bytes_on_disk()
+    return report
+
+
+def _ingest_file(path: Path, store: Store, chunker: Chunker, embedder: Embedder, spaces: list,
+                 config: StoreConfig, report: IngestReport, progress: Progress,
+                 batch_size: int) -> None:
+    try:
+        sha = _file_sha256(path)
+        if store.catalog.file_sha256(str(path)) == sha and _caches_complete(store, path, spaces):
+            report.files_unchanged += 1
+            return
+        documents = read_file(path)
+    except (UnreadableFile, OSError) as exc:
+        log.warning("skipped %s: %s", path, exc)
+        report.skipped.append((str(path), str(exc)))
+        return
+    rows = []
+    for doc in documents:
+        chunks = chunker.split(doc.text)
+        for s in spaces:
+            _prefill_missing(store, s, chunks, doc, config, report, progress, batch_size)
+        vectors = embedder.encode([c.text for c in chunks])
+        rows.append((doc.locator, len(doc.text), [
+            NewChunk(c.idx, c.text, c.char_start, c.char_end, sha256_hex(c.text.encode()),
+                     len(spaces[0].lm.tokenizer.encode(c.text, add_special_tokens=False)), vec)
+            for c, vec in zip(chunks, vectors)]))
+    fault_point("before_commit")
+    store.catalog.replace_file(str(path), sha, rows)
+    fault_point("after_commit")
+    report.files_ingested += 1
+    report.documents += len(rows)
+    report.chunks_new += sum(len(r[2]) for r in rows)
+
+
+def _caches_complete(store: Store, path: Path, spaces: list) -> bool:
+    """Every chunk of `path` has a cache file in every requested space (e.g. a new --also-for)."""
+    texts = [r[0] for r in store.catalog.conn.execute(
+        "SELECT c.text_sha256 FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE d.path = ?",
+        (str(path),))]
+    return all(store.cache_path(s.space, t).is_file() for s in spaces for t in texts)
+
+
+def _prefill_missing(store: Store, s: _Space, chunks: list, doc, config: StoreConfig,
+                     report: IngestReport, progress: Progress, batch_size: int) -> None:
+    todo = [c for c in chunks if not store.cache_path(s.space, sha256_hex(c.text.encode())).is_file()]
+    for start in range(0, len(todo), batch_size):
+        batch = todo[start:start + batch_size]
+        caches = prefill_chunks(s.lm, [c.text for c in batch], s.prefix, batch_size=batch_size,
+                                doc_ids=[doc.path + (f"#{doc.locator}" if doc.locator else "")] * len(batch),
+                                chunk_indices=[c.idx for c in batch])
+        for cache in caches:
+            save_chunk_cache(cache, store.cache_path(s.space, cache.meta.text_sha256), config.cache_dtype)
+            fault_point("cache_written")
+            report.caches_written += 1
+        tokens = sum(c.num_tokens for c in caches)
+        report.tokens_prefilled += tokens
+        progress.prefilled(len(caches), tokens)
+
+
+def _remove_vanished(store: Store, roots: list, present: set) -> int:
+    """Remove catalog files under the ingested folders that no longer exist."""
+    folders = [r.resolve() for r in roots if r.is_dir()]
+    gone = [p for p in store.catalog.paths() if p not in present
+            and any(Path(p).is_relative_to(f) for f in folders) and not Path(p).exists()]
+    if gone:
+        log.info("removing %d vanished file(s)", len(gone))
+        store.catalog.remove_paths(gone)
+    return len(gone)

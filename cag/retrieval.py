@@ -1,0 +1,54 @@
+"""Retrieve the chunks closest to a question from a store's FAISS index."""
+
+import logging
+import time
+from dataclasses import dataclass
+
+from cag.errors import CagError
+from cag.store.catalog import ChunkRow
+from cag.store.store import Store
+from indexes.embedder import Embedder
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Retrieved:
+    chunk: ChunkRow
+    score: float  # cosine similarity of question and chunk embeddings
+
+
+@dataclass
+class Retrieval:
+    results: list  # [Retrieved], best first
+    embed_ms: float
+    retrieve_ms: float
+    clamped_from: int | None = None  # the top-k asked, when it exceeded the chunk count
+
+
+class Retriever:
+    def __init__(self, store: Store, embedder: Embedder | None = None):
+        self.store = store
+        if embedder is not None and embedder.name != store.config.embedder:
+            raise CagError(f"Store {store.folder} was built with embedder {store.config.embedder}, "
+                           f"not {embedder.name}.")
+        self.embedder = embedder or Embedder(store.config.embedder)
+
+    def retrieve(self, question: str, top_k: int) -> Retrieval:
+        if top_k < 1:
+            raise CagError(f"--top-k must be at least 1 (got {top_k}).")
+        total = self.store.catalog.counts()["chunks"]
+        if total == 0:
+            raise CagError(f"Store {self.store.folder} is empty: ingest documents first.")
+        clamped = None
+        if top_k > total:
+            log.warning("--top-k %d is more than the %d chunks in the store; using %d", top_k, total, total)
+            clamped, top_k = top_k, total
+        start = time.perf_counter()
+        vector = self.embedder.encode([question])
+        embedded = time.perf_counter()
+        scores, ids = self.store.index().search(vector, top_k)
+        rows = self.store.catalog.chunks_by_id([int(i) for i in ids[0] if i >= 0])
+        results = [Retrieved(rows[int(i)], float(s)) for s, i in zip(scores[0], ids[0]) if int(i) in rows]
+        done = time.perf_counter()
+        return Retrieval(results, (embedded - start) * 1e3, (done - embedded) * 1e3, clamped)

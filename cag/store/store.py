@@ -1,0 +1,208 @@
+"""A cag store on disk.
+
+    STORE/
+      store.json                  StoreConfig: encoder, embedder, FAISS factory, chunking, dtype
+      catalog.sqlite              documents and chunks (text, spans, embeddings): the source of truth
+      index.faiss, index.json     FAISS index over chunk ids + sidecar (factory, dim, embedder,
+                                  count, catalog generation); rebuilt from the catalog when stale
+      caches/<space>/model.json   one folder per (model fingerprint, native prefix): name, role
+      caches/<space>/<kk>/<key>.safetensors
+                                  chunk caches; key = sha256(model fingerprint, prefix digest,
+                                  chunk text digest, format version): identical text is stored once
+"""
+
+import hashlib
+import json
+import logging
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from cag.atomic import atomic_write_text
+from cag.errors import CagError
+from cag.home import cag_home
+from cag.kv.chunk_cache import FORMAT_VERSION
+from cag.store.catalog import Catalog
+from indexes.faiss_index import VectorIndex
+
+log = logging.getLogger(__name__)
+STORE_FORMAT = 1
+
+
+def default_store_dir() -> Path:
+    return cag_home() / "stores" / "default"
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    encoder: str
+    encoder_fingerprint: str
+    embedder: str
+    embedding_dim: int
+    faiss_factory: str = "Flat"
+    chunk_tokens: int = 256
+    chunk_overlap: int = 0
+    cache_dtype: str = "fp16"
+    format_version: int = STORE_FORMAT
+
+
+@dataclass(frozen=True)
+class CacheSpace:
+    """Where one model's chunk caches (prefilled after one native prefix) live in a store."""
+
+    model_name: str
+    model_fingerprint: str
+    prefix_sha256: str
+    role: str  # "encoder" or "native"
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha256(f"{self.model_fingerprint}|{self.prefix_sha256}".encode()).hexdigest()[:16]
+
+    def file_key(self, text_sha256: str) -> str:
+        raw = f"{self.model_fingerprint}|{self.prefix_sha256}|{text_sha256}|{FORMAT_VERSION}"
+        return hashlib.sha256(raw.encode()).hexdigest()
+
+
+class Store:
+    def __init__(self, folder: Path, config: StoreConfig):
+        self.folder = Path(folder)
+        self.config = config
+        self.catalog = Catalog(self.folder / "catalog.sqlite")
+        self._index: VectorIndex | None = None
+
+    # ---- opening -------------------------------------------------------------------------
+    @classmethod
+    def open(cls, folder: Path | None = None) -> "Store":
+        folder = Path(folder) if folder else default_store_dir()
+        config_path = folder / "store.json"
+        if not config_path.is_file():
+            raise CagError(f"No cag store at {folder}: run `cag ingest PATH --store {folder}` first.")
+        try:
+            config = StoreConfig(**json.loads(config_path.read_text()))
+        except (json.JSONDecodeError, TypeError) as exc:
+            raise CagError(f"{config_path} is unreadable ({exc}); re-create the store.") from exc
+        if config.format_version != STORE_FORMAT:
+            raise CagError(f"Store {folder} has format {config.format_version}; this cag reads "
+                           f"{STORE_FORMAT}. Re-ingest into a new store.")
+        return cls(folder, config)
+
+    @classmethod
+    def open_or_create(cls, folder: Path | None, wanted: StoreConfig) -> "Store":
+        """Open the store at `folder`, refusing one built by another encoder or embedder; or create it."""
+        folder = Path(folder) if folder else default_store_dir()
+        if (folder / "store.json").is_file():
+            store = cls.open(folder)
+            store._check_compatible(wanted)
+            return store
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(folder / "store.json", json.dumps(asdict(wanted), indent=2))
+        return cls(folder, wanted)
+
+    def _check_compatible(self, wanted: StoreConfig) -> None:
+        have = self.config
+        if have.encoder_fingerprint != wanted.encoder_fingerprint:
+            raise CagError(f"Store {self.folder} was built with encoder {have.encoder} "
+                           f"({have.encoder_fingerprint[:12]}), not {wanted.encoder} "
+                           f"({wanted.encoder_fingerprint[:12]}): use --encoder {have.encoder} or another --store.")
+        if have.embedder != wanted.embedder:
+            raise CagError(f"Store {self.folder} was built with embedder {have.embedder}, not "
+                           f"{wanted.embedder}: use --embedder {have.embedder} or another --store.")
+        for field in ("chunk_tokens", "chunk_overlap", "faiss_factory", "cache_dtype"):
+            if getattr(have, field) != getattr(wanted, field):
+                log.warning("store %s keeps its %s=%s (asked %s)", self.folder, field,
+                            getattr(have, field), getattr(wanted, field))
+
+    def close(self) -> None:
+        self.catalog.close()
+
+    def lock(self):
+        """An exclusive lock for writers: a second `cag ingest` on the same store is refused."""
+        import contextlib
+        import fcntl
+
+        @contextlib.contextmanager
+        def held():
+            with open(self.folder / "write.lock", "w") as handle:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError as exc:
+                    raise CagError(f"Another cag process is writing to store {self.folder}; "
+                                   "wait for it to finish.") from exc
+                yield
+        return held()
+
+    # ---- cache files ---------------------------------------------------------------------
+    def register_space(self, space: CacheSpace) -> None:
+        path = self.folder / "caches" / space.key / "model.json"
+        if not path.is_file():
+            atomic_write_text(path, json.dumps(asdict(space), indent=2))
+
+    def spaces(self) -> list[CacheSpace]:
+        found = []
+        for path in sorted((self.folder / "caches").glob("*/model.json")):
+            found.append(CacheSpace(**json.loads(path.read_text())))
+        return found
+
+    def cache_path(self, space: CacheSpace, text_sha256: str) -> Path:
+        key = space.file_key(text_sha256)
+        return self.folder / "caches" / space.key / key[:2] / f"{key}.safetensors"
+
+    def native_space(self, fingerprint: str, prefix_sha256: str) -> CacheSpace | None:
+        for space in self.spaces():
+            if space.model_fingerprint == fingerprint and space.prefix_sha256 == prefix_sha256:
+                return space
+        return None
+
+    def collect_garbage(self) -> int:
+        """Delete cache files no chunk refers to, and temp files left by a killed run."""
+        texts = self.catalog.text_hashes()
+        removed = 0
+        for space in self.spaces():
+            wanted = {space.file_key(t) + ".safetensors" for t in texts}
+            for path in (self.folder / "caches" / space.key).glob("*/*"):
+                if path.name.startswith(".tmp-") or path.name not in wanted:
+                    path.unlink(missing_ok=True)
+                    removed += 1
+        for path in self.folder.glob(".tmp-*"):
+            path.unlink(missing_ok=True)
+            removed += 1
+        return removed
+
+    # ---- index ---------------------------------------------------------------------------
+    def index(self) -> VectorIndex:
+        """The FAISS index, rebuilt from the catalog if missing or stale (e.g. after a kill)."""
+        if self._index is None:
+            index = VectorIndex.load(self.folder)
+            if index is None or index.info.generation != self.catalog.generation:
+                index = self.rebuild_index()
+            self._index = index
+        return self._index
+
+    def rebuild_index(self) -> VectorIndex:
+        ids, vectors = self.catalog.embeddings(self.config.embedding_dim)
+        index = VectorIndex.build(self.config.faiss_factory, self.config.embedding_dim,
+                                  self.config.embedder, ids, vectors, self.catalog.generation)
+        index.save(self.folder)
+        self._index = index
+        return index
+
+    def remove_paths(self, paths: list[str]) -> int:
+        removed = self.catalog.remove_paths(paths)
+        self.rebuild_index()
+        self.collect_garbage()
+        return removed
+
+    # ---- info ----------------------------------------------------------------------------
+    def bytes_on_disk(self) -> int:
+        return sum(p.stat().st_size for p in self.folder.rglob("*") if p.is_file())
+
+    def info(self) -> dict:
+        counts = self.catalog.counts()
+        spaces = []
+        for space in self.spaces():
+            files = list((self.folder / "caches" / space.key).glob("*/*.safetensors"))
+            spaces.append({"model": space.model_name, "role": space.role, "files": len(files),
+                           "bytes": sum(f.stat().st_size for f in files),
+                           "fingerprint": space.model_fingerprint[:12]})
+        return {"store": str(self.folder), **asdict(self.config), **counts,
+                "bytes_on_disk": self.bytes_on_disk(), "cache_spaces": spaces}

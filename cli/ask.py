@@ -1,0 +1,53 @@
+"""`cag ask`: answer a question from the stored chunk caches."""
+
+import json
+import sys
+from typing import Annotated
+
+import typer
+
+from cag.defaults import DEFAULT_GENERATOR
+from cli._errors import handle_errors
+from cli.options import ModelOption, StoreOption
+
+
+@handle_errors
+def ask_command(
+    question: Annotated[str, typer.Argument(help="The question.")],
+    store: StoreOption = None,
+    model: ModelOption = DEFAULT_GENERATOR,
+    top_k: Annotated[int, typer.Option("--top-k", "-k", help="Chunks to retrieve.")] = 3,
+    mode: Annotated[str, typer.Option(help="auto | direct | native | translated | none.")] = "auto",
+    max_new_tokens: Annotated[int, typer.Option(min=1, help="Answer length limit.")] = 64,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object, no streaming.")] = False,
+    show_sources: Annotated[bool, typer.Option(help="List the retrieved chunks after the answer.")] = False,
+) -> None:
+    """Retrieve chunks for QUESTION, bring their stored caches into the generator's space, and
+    answer without the generator re-reading the text.
+
+    direct puts the retrieved text in the prompt (the quality reference); native uses the
+    generator's own caches stored by `cag ingest --also-for`; none asks without context; auto
+    picks native when stored, else direct, and says which.
+    """
+    from cag.ask import ask, check_question
+
+    check_question(question, mode, top_k)
+    stream = None if as_json else _stream
+    result = ask(question, store, model, top_k, mode, max_new_tokens, on_token=stream)
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), ensure_ascii=False))
+        return
+    sys.stdout.write("\n")
+    for note in result.notes:
+        typer.echo(f"note: {note}", err=True)
+    t = result.timings_ms
+    typer.echo(f"[{result.mode} | {result.model} | {result.context_tokens} context tokens | "
+               f"TTFT {t['ttft']:.0f} ms | total {t['total']:.0f} ms]", err=True)
+    if show_sources:
+        for s in result.sources:
+            typer.echo(f"  {s.score:.3f}  {s.doc}  chunk {s.chunk}")
+
+
+def _stream(piece: str) -> None:
+    sys.stdout.write(piece)
+    sys.stdout.flush()

@@ -1,0 +1,76 @@
+"""`cag ingest`: chunk, embed and prefill documents once into a store."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from cag.defaults import DEFAULT_EMBEDDER, DEFAULT_ENCODER
+from cag.progress import Progress as IngestProgress
+from cli._errors import handle_errors
+from cli.options import StoreOption
+
+
+class _Bars(IngestProgress):
+    def __init__(self, progress: Progress):
+        self.progress = progress
+        self.files_task = progress.add_task("files", total=None, rate="")
+        self.chunks_task = progress.add_task("chunks prefilled", total=None, rate="")
+        self.tokens = 0
+        self.started = None
+
+    def files(self, total: int) -> None:
+        self.progress.update(self.files_task, total=total)
+
+    def file_done(self, path: str) -> None:
+        self.progress.advance(self.files_task)
+
+    def prefilled(self, chunks: int, tokens: int) -> None:
+        import time
+        self.started = self.started or time.perf_counter() - 1e-3
+        self.tokens += tokens
+        rate = self.tokens / (time.perf_counter() - self.started)
+        self.progress.update(self.chunks_task, advance=chunks, rate=f"{rate:,.0f} tok/s")
+
+
+@handle_errors
+def ingest_command(
+    paths: Annotated[list[Path], typer.Argument(help="Files or folders (read recursively).")],
+    store: StoreOption = None,
+    encoder: Annotated[str, typer.Option(help="The one model that prefills every chunk.")] = DEFAULT_ENCODER,
+    chunk_tokens: Annotated[int, typer.Option(help="Chunk size in encoder tokens.")] = 256,
+    also_for: Annotated[list[str] | None, typer.Option(
+        "--also-for", help="Also store this generator's own native caches (repeatable).")] = None,
+    embedder: Annotated[str, typer.Option(help="sentence-transformers model for retrieval.")] = DEFAULT_EMBEDDER,
+    faiss_factory: Annotated[str, typer.Option(
+        help="FAISS factory string: Flat, IVF<n>,Flat or HNSW32 for large stores.")] = "Flat",
+    cache_dtype: Annotated[str, typer.Option(help="Storage dtype of chunk caches: fp16, bf16, fp32.")] = "fp16",
+    batch_size: Annotated[int, typer.Option(min=1, help="Chunks per prefill batch.")] = 8,
+) -> None:
+    """Read files (.txt .md .pdf .html .json .jsonl), chunk them, embed them into a FAISS index and
+    prefill every chunk once with the encoder; the chunk KV caches are stored on disk.
+
+    Re-running does no model work for unchanged files; changed files are re-chunked, deleted files
+    leave the store. A killed run can simply be started again.
+    """
+    from cag.ingest.pipeline import IngestOptions, ingest
+
+    console = Console(stderr=True)
+    options = IngestOptions(encoder, embedder, chunk_tokens, 0, faiss_factory, cache_dtype,
+                            tuple(also_for or ()), batch_size)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.fields[rate]}"), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=False) as progress:
+        bars = _Bars(progress)
+        report = ingest(paths, store, options, bars)
+    for path, reason in report.skipped:
+        console.print(f"[yellow]skipped[/] {path}: {reason}")
+    typer.echo(
+        f"Store {report.store}: {report.files_seen} files seen, {report.files_ingested} ingested, "
+        f"{report.files_unchanged} unchanged, {len(report.skipped)} skipped, {report.files_removed} "
+        f"removed; {report.chunks_new} chunks (re)indexed, {report.caches_written} caches prefilled "
+        f"({report.tokens_prefilled:,} tokens); store total {report.chunks_total} chunks, "
+        f"{report.tokens_total:,} tokens, {report.bytes_on_disk / 1e6:.1f} MB on disk; "
+        f"{report.seconds:.1f} s.")

@@ -1,0 +1,101 @@
+"""A FAISS index over int64 chunk ids, saved with a JSON sidecar.
+
+The factory string (`"Flat"`, `"IVF256,Flat"`, `"HNSW32"`) is the index's saved config; ids are
+explicit (`IndexIDMap2`) so that deletions work; vectors are unit-norm float32 `[n, dim]` searched
+by inner product. faiss-gpu is used for search when GPUs are present.
+"""
+
+import json
+import logging
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import faiss
+import numpy as np
+
+from cag.atomic import atomic_write, atomic_write_text
+from cag.errors import CagError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class IndexInfo:
+    factory: str
+    dim: int
+    embedder: str
+    count: int
+    generation: int  # the catalog generation the index was built from
+
+
+def _new_index(factory: str, dim: int, n_train: int):
+    try:
+        inner = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
+    except RuntimeError as exc:
+        raise CagError(f"Invalid FAISS factory string {factory!r}: {exc}") from exc
+    return faiss.IndexIDMap2(inner)
+
+
+class VectorIndex:
+    def __init__(self, index, info: IndexInfo):
+        self.index = index
+        self.info = info
+        self._searcher = None
+
+    @classmethod
+    def build(cls, factory: str, dim: int, embedder: str, ids: np.ndarray, vectors: np.ndarray,
+              generation: int) -> "VectorIndex":
+        """Build from `ids` (n,) int64 and `vectors` (n, dim) float32, training if needed."""
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1, dim)
+        ids = np.ascontiguousarray(ids, dtype=np.int64)
+        index = _new_index(factory, dim, len(ids))
+        if not index.is_trained:
+            if len(ids) == 0:
+                raise CagError(f"FAISS index {factory!r} needs training vectors; ingest documents first.")
+            try:
+                index.train(vectors)
+            except RuntimeError as exc:
+                raise CagError(f"Could not train FAISS index {factory!r} on {len(ids)} vectors "
+                               f"({exc}); use 'Flat' or fewer IVF lists for a small store.") from exc
+        if len(ids):
+            index.add_with_ids(vectors, ids)
+        return cls(index, IndexInfo(factory, dim, embedder, int(index.ntotal), generation))
+
+    def remove(self, ids: np.ndarray) -> int:
+        removed = self.index.remove_ids(np.ascontiguousarray(ids, dtype=np.int64))
+        self.info = IndexInfo(**{**asdict(self.info), "count": int(self.index.ntotal)})
+        self._searcher = None
+        return int(removed)
+
+    def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k (scores (q, k), ids (q, k)); missing results have id -1."""
+        queries = np.ascontiguousarray(queries, dtype=np.float32).reshape(-1, self.info.dim)
+        return self._search_index().search(queries, k)
+
+    def _search_index(self):
+        if self._searcher is None:
+            self._searcher = self.index
+            if hasattr(faiss, "get_num_gpus") and faiss.get_num_gpus() > 0:
+                self._searcher = faiss.index_cpu_to_all_gpus(self.index)
+        return self._searcher
+
+    def save(self, folder: Path) -> None:
+        folder = Path(folder)
+        atomic_write(folder / "index.faiss", lambda tmp: faiss.write_index(self.index, str(tmp)))
+        atomic_write_text(folder / "index.json", json.dumps(asdict(self.info), indent=2))
+
+    @classmethod
+    def load(cls, folder: Path) -> "VectorIndex | None":
+        """The saved index, or None when there is none (or it is unreadable: it can be rebuilt)."""
+        folder = Path(folder)
+        if not (folder / "index.faiss").is_file() or not (folder / "index.json").is_file():
+            return None
+        try:
+            info = IndexInfo(**json.loads((folder / "index.json").read_text()))
+            index = faiss.read_index(str(folder / "index.faiss"))
+        except (RuntimeError, ValueError, TypeError) as exc:
+            log.warning("FAISS index in %s is unreadable (%s); it will be rebuilt", folder, exc)
+            return None
+        if index.ntotal != info.count:
+            return None
+        return cls(index, info)
