@@ -12,8 +12,14 @@ $(STAMP): pyproject.toml scripts/setup.sh
 
 setup: $(STAMP)
 
+QUESTION ?= How long can the European lobster grow?
+
+# the main job: ingest the sample corpus once (encoder smollm2-135m, plus the generator's own
+# caches), then answer from the stored caches and, for comparison, from the text in the prompt
 demo: setup
-	$(VENV)/bin/cag demo
+	$(VENV)/bin/cag ingest samples/corpus --also-for qwen2.5-coder-0.5b
+	$(VENV)/bin/cag ask "$(QUESTION)" --mode native --show-sources
+	$(VENV)/bin/cag ask "$(QUESTION)" --mode direct
 
 test: setup
 	$(VENV)/bin/python -m pytest -q
@@ -23,3 +29,5 @@ test-slow: setup
 
 bench: setup
 	$(VENV)/bin/python benchmarks/bench_foundation.py
+	$(VENV)/bin/python benchmarks/bench_ask.py
+	$(VENV)/bin/python benchmarks/bench_chunk_prefix.py

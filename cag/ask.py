@@ -7,8 +7,9 @@
     auto        native if stored, else translated if a translator exists, else direct
 
 Chunk order: retrieved chunks are laid out least relevant first, so the best chunk sits right
-before the question. The generator always prefills its own native prefix (BOS / chat-template
-start) and the question; in direct mode it also prefills the chunks' text.
+before the question. Every mode starts from the generator's own native prefix (BOS / chat-template
+start), prefilled once per loaded model and reused; the generator then prefills the question, and
+in direct mode the chunks' text before it.
 """
 
 import logging
@@ -47,9 +48,12 @@ class AskResult:
     context_tokens: int
     timings_ms: dict
     notes: list = field(default_factory=list)
+    retrieved: list = field(default_factory=list, repr=False)  # [Retrieved], best first; not in JSON
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        data.pop("retrieved")
+        return data
 
 
 def check_question(question: str, mode: str, top_k: int) -> None:
@@ -89,7 +93,8 @@ def ask(question: str, store_dir: Path | None = None, model: str = DEFAULT_GENER
     timings["total"] = (time.perf_counter() - start) * 1e3
     sources = [Source(r.chunk.doc, r.chunk.idx, round(r.score, 4)) for r in retrieval.results] if retrieval else []
     return AskResult(generation.text, chosen, lm.name, sources, context_tokens,
-                     {k: round(v, 1) for k, v in timings.items()}, notes)
+                     {k: round(v, 1) for k, v in timings.items()}, notes,
+                     retrieval.results if retrieval else [])
 
 
 def _native_space(store: Store, lm, layout):
@@ -131,7 +136,10 @@ def _build_context(mode: str, store: Store, lm, layout, ordered: list, timings: 
             tokenizer(r.chunk.text, add_special_tokens=False)["input_ids"] for r in ordered]
         flat = [t for ids in chunk_ids for t in ids]
         check_positions(lm.geometry, len(prefix) + len(flat))
-        return None, prefix + flat, len(flat)
+        t0 = time.perf_counter()
+        context = assemble(lm, [], prefix) if prefix else None  # the same cached prefix as native
+        timings["assemble"] = (time.perf_counter() - t0) * 1e3
+        return context, flat, len(flat)
     space = _native_space(store, lm, layout)
     t0 = time.perf_counter()
     caches = [_load(store.cache_path(space, r.chunk.text_sha256), r.chunk.doc) for r in ordered]

@@ -1,0 +1,1 @@
+"""Evaluations: metrics (and, next, the `cag eval` harness). Import as `from eval import metrics`."""

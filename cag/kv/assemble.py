@@ -13,7 +13,7 @@ import torch
 from transformers import DynamicCache
 
 from cag.errors import CagError
-from cag.kv.chunk_cache import ChunkCache, run_prefill
+from cag.kv.chunk_cache import ChunkCache, ids_sha256, run_prefill
 from cag.kv.rotary import Rotary
 
 
@@ -51,12 +51,12 @@ def assemble(lm, chunks: list[ChunkCache], prefix_ids=()) -> AssembledContext:
     total = prefix.numel() + sum(c.num_tokens for c in chunks)
     check_positions(geometry, total)
     if total == 0:
-        raise CagError("Nothing to assemble: no prefix and no chunks.")
+        raise CagError("Nothing to assemble: no prefix and no chunks.")  # generate from scratch instead
     device, dtype = lm.device, next(lm.model.parameters()).dtype
     layers_k = [[] for _ in range(geometry.num_layers)]
     layers_v = [[] for _ in range(geometry.num_layers)]
     if prefix.numel():
-        keys, values = run_prefill(lm.model, prefix, torch.arange(prefix.numel()))
+        keys, values = native_prefix_kv(lm, prefix)
         for layer in range(geometry.num_layers):
             layers_k[layer].append(keys[layer])
             layers_v[layer].append(values[layer])
@@ -79,6 +79,14 @@ def assemble(lm, chunks: list[ChunkCache], prefix_ids=()) -> AssembledContext:
         cache.update(k, v, layer)
     input_ids = torch.cat([prefix] + [c.token_ids for c in chunks])
     return AssembledContext(cache, input_ids, prefix.numel(), spans)
+
+
+def native_prefix_kv(lm, prefix: torch.Tensor) -> tuple[list, list]:
+    """Per-layer K/V (kv_heads, P, head_dim) of the generator's own prefix, prefilled once per model."""
+    key = ids_sha256(prefix.tolist())
+    if key not in lm.prefix_kv:
+        lm.prefix_kv[key] = run_prefill(lm.model, prefix, torch.arange(prefix.numel()))
+    return lm.prefix_kv[key]
 
 
 def _check_absolute_offset(geometry, chunk: ChunkCache, pos: int) -> None:

@@ -33,6 +33,9 @@ class LoadedModel:
     load_seconds: float = 0.0
     source: str = ""
     _geometry: object = field(default=None, repr=False)
+    # native prefix K/V by prefix digest: the same prefix (chat-template start) precedes every
+    # question, so it is prefilled once per loaded model
+    prefix_kv: dict = field(default_factory=dict, repr=False)
 
     @property
     def config(self):

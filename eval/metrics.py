@@ -1,0 +1,38 @@
+"""Extractive QA metrics with the official SQuAD v1.1 normalization (max over gold answers)."""
+
+import re
+import string
+from collections import Counter
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = set(string.punctuation)
+
+
+def normalize_answer(text: str) -> str:
+    """Lower case, drop punctuation and articles, collapse whitespace (SQuAD v1.1)."""
+    text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
+    return " ".join(_ARTICLES.sub(" ", text).split())
+
+
+def f1_score(prediction: str, gold: str) -> float:
+    pred_tokens, gold_tokens = normalize_answer(prediction).split(), normalize_answer(gold).split()
+    common = Counter(pred_tokens) & Counter(gold_tokens)
+    same = sum(common.values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pred_tokens), same / len(gold_tokens)
+    return 2 * precision * recall / (precision + recall)
+
+
+def exact_match_score(prediction: str, gold: str) -> float:
+    return float(normalize_answer(prediction) == normalize_answer(gold))
+
+
+def best_over_golds(metric, prediction: str, golds: list[str]) -> float:
+    return max(metric(prediction, gold) for gold in golds) if golds else 0.0
+
+
+def squad_scores(prediction: str, golds: list[str]) -> dict:
+    """{"f1": .., "em": ..} as percentages for one prediction."""
+    return {"f1": 100.0 * best_over_golds(f1_score, prediction, golds),
+            "em": 100.0 * best_over_golds(exact_match_score, prediction, golds)}

@@ -1,0 +1,104 @@
+"""`cag ingest`, `cag ask`, `cag store` through the CLI: outputs, and the bad-input table."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.main import app
+
+runner = CliRunner()
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
+
+
+@pytest.fixture
+def store(tiny_models, corpus, tmp_path):
+    path = tmp_path / "store"
+    result = invoke("ingest", corpus, "--store", path, "--encoder", tiny_models["encoder"],
+                    "--chunk-tokens", 32, "--also-for", tiny_models["generator"])
+    assert result.exit_code == 0, result.output
+    assert "4 ingested" in result.output and "1 skipped" in result.output
+    return path
+
+
+def test_ask_json_has_every_field(store, tiny_models):
+    result = invoke("ask", "How long can the European lobster grow?", "--store", store, "--model",
+                    tiny_models["generator"], "--json", "--max-new-tokens", 4, "--top-k", 2)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout.strip().splitlines()[-1])
+    assert set(data) >= {"answer", "mode", "model", "sources", "context_tokens", "timings_ms"}
+    assert data["mode"] == "native" and len(data["sources"]) == 2
+    assert set(data["sources"][0]) == {"doc", "chunk", "score"}
+    assert set(data["timings_ms"]) == {"embed", "retrieve", "load", "translate", "assemble",
+                                       "prefill", "ttft", "total"}
+
+
+def test_ask_streams_and_shows_sources(store, tiny_models):
+    result = invoke("ask", "Who named Mount Elbert?", "--store", store, "--model",
+                    tiny_models["generator"], "--show-sources", "--max-new-tokens", 3, "--mode", "direct")
+    assert result.exit_code == 0, result.output
+    assert "mountain.txt" in result.output and "[direct |" in result.output
+
+
+def test_store_info_list_remove(store, corpus):
+    info = invoke("store", "info", "--store", store, "--json")
+    assert info.exit_code == 0 and json.loads(info.output)["files"] == 4
+    listing = invoke("store", "list", "--store", store)
+    assert "planet.html" in listing.output
+    removed = invoke("store", "remove", corpus / "sub", "--store", store)
+    assert removed.exit_code == 0 and "Removed 2 file(s)" in removed.output
+    assert json.loads(invoke("store", "info", "--store", store, "--json").output)["files"] == 2
+
+
+def test_corrupted_cache_is_named_with_the_fix(store, tiny_models):
+    caches = sorted((store / "caches").rglob("*.safetensors"))
+    for path in caches:  # damage every cache so that whatever is retrieved is corrupted
+        data = bytearray(path.read_bytes())
+        data[-3] ^= 0xFF
+        path.write_bytes(bytes(data))
+    result = invoke("ask", "How long can the European lobster grow?", "--store", store, "--model",
+                    tiny_models["generator"], "--mode", "native", "--top-k", 1)
+    assert result.exit_code == 1
+    assert "failed its checksum" in result.output and ".safetensors" in result.output
+    assert "re-ingest" in result.output and "cag ingest" in result.output
+
+
+def bad_inputs(store, tiny_models, tmp_path):
+    gen = tiny_models["generator"]
+    return [
+        (["ask", "Who?", "--store", tmp_path / "nothing"], "No cag store at"),
+        (["ask", "Who?", "--store", store, "--model", "no-such-model"], "Unknown model 'no-such-model'"),
+        (["ask", "  ", "--store", store, "--model", gen], "The question is empty"),
+        (["ask", "Who?", "--store", store, "--model", gen, "--top-k", 0], "--top-k must be at least 1"),
+        (["ask", "Who?", "--store", store, "--model", gen, "--mode", "fast"], "Unknown mode 'fast'"),
+        (["ask", "Who?", "--store", store, "--model", gen, "--mode", "translated"], "No MoT translator"),
+        (["ingest", tmp_path / "missing-folder", "--store", store], "No such file or folder"),
+        (["ingest", tmp_path, "--store", store, "--encoder", gen], "built with encoder"),
+    ]
+
+
+def test_bad_input_table(store, tiny_models, tmp_path):
+    for args, message in bad_inputs(store, tiny_models, tmp_path):
+        result = invoke(*args)
+        assert result.exit_code == 1, (args, result.output)
+        assert message in result.output, (args, result.output)
+        assert "Traceback" not in result.output
+
+
+def test_empty_store_and_context_too_long(tiny_models, tmp_path, corpus):
+    empty = tmp_path / "empty_store"
+    (tmp_path / "nothing_here").mkdir()
+    assert invoke("ingest", tmp_path / "nothing_here", "--store", empty, "--encoder",
+                  tiny_models["encoder"]).exit_code == 0
+    result = invoke("ask", "Who?", "--store", empty, "--model", tiny_models["generator"])
+    assert result.exit_code == 1 and "is empty" in result.output
+    # a generator with 128 positions cannot hold the whole corpus
+    from cag.testing import save_tiny_model
+    short = save_tiny_model(tmp_path / "short", "llama", max_position_embeddings=128)
+    store = tmp_path / "store"
+    invoke("ingest", corpus, "--store", store, "--encoder", tiny_models["encoder"], "--chunk-tokens", 64)
+    result = invoke("ask", "Who?", "--store", store, "--model", short, "--mode", "direct", "--top-k", 20)
+    assert result.exit_code == 1 and "at most 128" in result.output
