@@ -2,7 +2,8 @@
 
 The factory string (`"Flat"`, `"IVF256,Flat"`, `"HNSW32"`) is the index's saved config; ids are
 explicit (`IndexIDMap2`) so that deletions work; vectors are unit-norm float32 `[n, dim]` searched
-by inner product. faiss-gpu is used for search when GPUs are present.
+by inner product. IVF indexes probe up to 16 lists. faiss-gpu is used for search when GPUs are
+present.
 """
 
 import json
@@ -36,11 +37,21 @@ def _new_index(factory: str, dim: int, n_train: int):
     return faiss.IndexIDMap2(inner)
 
 
+def _default_nprobe(index, lists_probed: int = 16) -> None:
+    """IVF indexes search 1 list by default (poor recall): probe up to 16 lists."""
+    try:
+        ivf = faiss.extract_index_ivf(index)
+    except RuntimeError:  # not an IVF index
+        return
+    ivf.nprobe = min(ivf.nlist, lists_probed)
+
+
 class VectorIndex:
     def __init__(self, index, info: IndexInfo):
         self.index = index
         self.info = info
         self._searcher = None
+        _default_nprobe(index)
 
     @classmethod
     def build(cls, factory: str, dim: int, embedder: str, ids: np.ndarray, vectors: np.ndarray,

@@ -26,7 +26,7 @@ from cag.models.fingerprint import sha256_hex
 from cag.progress import Progress
 from cag.prompt import prompt_layout
 from cag.store.catalog import NewChunk
-from cag.store.store import CacheSpace, Store, StoreConfig
+from cag.store.store import CacheSpace, Store, StoreConfig, default_store_dir
 from indexes.embedder import Embedder
 
 log = logging.getLogger(__name__)
@@ -88,6 +88,7 @@ def ingest(paths: list, store_dir: Path | None = None, options: IngestOptions = 
     missing = [str(p) for p in roots if not p.exists()]
     if missing:
         raise CagError(f"No such file or folder: {', '.join(missing)}.")
+    _check_existing_store(store_dir, options)
     encoder = load_model(options.encoder)
     embedder = Embedder(options.embedder)
     config = StoreConfig(encoder.name, encoder.fingerprint, options.embedder, embedder.dim,
@@ -101,6 +102,17 @@ def ingest(paths: list, store_dir: Path | None = None, options: IngestOptions = 
         store.close()
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _check_existing_store(store_dir, options: IngestOptions) -> None:
+    """Refuse a store built with another embedder before loading anything."""
+    folder = Path(store_dir) if store_dir else default_store_dir()
+    if (folder / "store.json").is_file():
+        existing = Store.open(folder)
+        existing.close()
+        if existing.config.embedder != options.embedder:
+            raise CagError(f"Store {folder} was built with embedder {existing.config.embedder}, not "
+                           f"{options.embedder}: use --embedder {existing.config.embedder} or another --store.")
 
 
 def _ingest_locked(roots: list, store: Store, encoder, embedder: Embedder, options: IngestOptions,

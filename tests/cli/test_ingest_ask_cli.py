@@ -77,6 +77,7 @@ def bad_inputs(store, tiny_models, tmp_path):
         (["ask", "Who?", "--store", store, "--model", gen, "--mode", "translated"], "No MoT translator"),
         (["ingest", tmp_path / "missing-folder", "--store", store], "No such file or folder"),
         (["ingest", tmp_path, "--store", store, "--encoder", gen], "built with encoder"),
+        (["ingest", tmp_path, "--store", store, "--embedder", "other-embedder"], "built with embedder"),
     ]
 
 

@@ -27,7 +27,7 @@ def store(real_cag_home, tmp_path_factory):
 
 @pytest.mark.parametrize("question,expected", [
     ("How long can the European lobster grow?", "60"),
-    ("What is the elevation of Mount Elbert in feet?", "14,4"),
+    ("What is the elevation of Mount Elbert in feet?", "440"),
 ])
 def test_native_answers_like_direct_with_one_chunk(store, question, expected):
     lm = load_model("qwen2.5-coder-0.5b")
