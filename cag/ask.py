@@ -80,12 +80,12 @@ def ask(question: str, store_dir: Path | None = None, model: str = DEFAULT_GENER
     if retrieval and retrieval.clamped_from:
         notes.append(f"--top-k {retrieval.clamped_from} is more than the store's "
                      f"{len(retrieval.results)} chunks; used {len(retrieval.results)}")
-    ordered = list(reversed(retrieval.results)) if retrieval else []  # best chunk last
+    ordered = [r.chunk for r in reversed(retrieval.results)] if retrieval else []  # best chunk last
     timings = {"embed": retrieval.embed_ms if retrieval else 0.0,
                "retrieve": retrieval.retrieve_ms if retrieval else 0.0,
                "load": 0.0, "translate": 0.0, "assemble": 0.0}
     q_ids = layout.question_ids(lm.tokenizer, question)
-    context, lead_ids, context_tokens = _build_context(chosen, store, lm, layout, ordered, timings)
+    context, lead_ids, context_tokens = build_context(chosen, store, lm, layout, ordered, timings)
     generation_start = time.perf_counter()
     generation = greedy_generate(lm, lead_ids + q_ids, context, max_new_tokens, on_token)
     timings["prefill"] = generation.prefill_seconds * 1e3
@@ -127,13 +127,14 @@ def _no_translator(store: Store, lm) -> str:
             f"`cag ingest PATH --also-for {lm.name}`, or --mode direct")
 
 
-def _build_context(mode: str, store: Store, lm, layout, ordered: list, timings: dict):
-    """(AssembledContext or None, ids the generator prefills before the question, context tokens)."""
+def build_context(mode: str, store: Store, lm, layout, ordered: list, timings: dict):
+    """The context for `ordered` chunk rows (assembly order) in `mode`: (AssembledContext or None,
+    ids the generator prefills before the question, context tokens). Fills timings' load/assemble."""
     tokenizer = lm.tokenizer
     prefix = list(layout.prefix_ids)
     if mode in ("direct", "none"):
         chunk_ids = [] if mode == "none" else [
-            tokenizer(r.chunk.text, add_special_tokens=False)["input_ids"] for r in ordered]
+            tokenizer(row.text, add_special_tokens=False)["input_ids"] for row in ordered]
         flat = [t for ids in chunk_ids for t in ids]
         check_positions(lm.geometry, len(prefix) + len(flat))
         t0 = time.perf_counter()
@@ -142,7 +143,10 @@ def _build_context(mode: str, store: Store, lm, layout, ordered: list, timings: 
         return context, flat, len(flat)
     space = _native_space(store, lm, layout)
     t0 = time.perf_counter()
-    caches = [_load(store.cache_path(space, r.chunk.text_sha256), r.chunk.doc) for r in ordered]
+    if space is None:
+        raise CagError(f"No native caches for {lm.name} in store {store.folder}: ingest with "
+                       f"--also-for {lm.name}.")
+    caches = [_load(store.cache_path(space, row.text_sha256), row.doc) for row in ordered]
     t1 = time.perf_counter()
     context = assemble(lm, caches, prefix)
     timings["load"], timings["assemble"] = (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3

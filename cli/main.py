@@ -8,6 +8,7 @@ import typer
 from cli import store as store_cli
 from cli.ask import ask_command
 from cli.demo import demo_command
+from cli.evaluate import eval_command
 from cli.ingest import ingest_command
 from cli.models import models_command
 
@@ -32,3 +33,4 @@ app.command("demo")(demo_command)
 app.command("ingest")(ingest_command)
 app.command("ask")(ask_command)
 app.add_typer(store_cli.app, name="store")
+app.command("eval")(eval_command)

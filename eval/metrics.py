@@ -36,3 +36,19 @@ def squad_scores(prediction: str, golds: list[str]) -> dict:
     """{"f1": .., "em": ..} as percentages for one prediction."""
     return {"f1": 100.0 * best_over_golds(f1_score, prediction, golds),
             "em": 100.0 * best_over_golds(exact_match_score, prediction, golds)}
+
+
+def bootstrap_ratio_ci(numerator: list[float], denominator: list[float], resamples: int = 1000,
+                       seed: int = 0) -> tuple[float, float, float]:
+    """mean(numerator) / mean(denominator) over paired examples, with a 95% bootstrap interval."""
+    import numpy as np
+
+    num, den = np.asarray(numerator, dtype=float), np.asarray(denominator, dtype=float)
+    if len(num) == 0 or den.mean() == 0:
+        return float("nan"), float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(num), size=(resamples, len(num)))  # (resamples, n)
+    den_means = den[picks].mean(axis=1)
+    ratios = num[picks].mean(axis=1) / np.where(den_means == 0, np.nan, den_means)
+    low, high = np.nanpercentile(ratios, [2.5, 97.5])
+    return float(num.mean() / den.mean()), float(low), float(high)

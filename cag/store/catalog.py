@@ -142,6 +142,17 @@ class Catalog:
         rows = self.conn.execute(f"{self._CHUNK_COLUMNS} WHERE c.id IN ({marks})", list(ids))
         return {r[0]: ChunkRow(*r) for r in rows}
 
+    def chunks_of(self, path: str, locator: str) -> list[ChunkRow]:
+        """One document's chunks in document order."""
+        return [ChunkRow(*r) for r in self.conn.execute(
+            f"{self._CHUNK_COLUMNS} WHERE d.path = ? AND d.locator = ? ORDER BY c.idx", (path, locator))]
+
+    def embeddings_of(self, ids: list[int], dim: int) -> np.ndarray:
+        """Embeddings (len(ids), dim) float32 of the given chunk ids, in that order."""
+        marks = ",".join("?" * len(ids))
+        found = dict(self.conn.execute(f"SELECT id, embedding FROM chunks WHERE id IN ({marks})", list(ids)))
+        return np.frombuffer(b"".join(found[i] for i in ids), dtype=np.float32).reshape(-1, dim)
+
     def all_chunks(self) -> list[ChunkRow]:
         return [ChunkRow(*r) for r in self.conn.execute(f"{self._CHUNK_COLUMNS} ORDER BY d.path, d.locator, c.idx")]
 

@@ -1,0 +1,130 @@
+"""Summaries of an eval run: metrics.json, report.md and PNG plots."""
+
+import json
+import statistics
+from pathlib import Path
+
+from cag.atomic import atomic_write_text
+from eval.metrics import bootstrap_ratio_ci
+
+GENERATIVE = ("extractive", "multi_doc")
+
+
+def load_predictions(run: Path, ids: list, modes: tuple) -> dict:
+    """mode -> records in `ids` order (only the sampled examples, each once)."""
+    wanted, by_key = set(ids), {}
+    for line in (run / "predictions.jsonl").read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record["id"] in wanted:
+            by_key[(record["id"], record["mode"])] = record
+    return {m: [by_key[(i, m)] for i in ids if (i, m) in by_key] for m in modes}
+
+
+def summarize(task: str, modes: tuple, records: dict, bytes_per_token: dict) -> dict:
+    direct = {r["id"]: r["score"] for r in records["direct"]}
+    summary = {}
+    for mode in modes:
+        rows = records[mode]
+        paired = [(r["score"], direct[r["id"]]) for r in rows if r["id"] in direct]
+        ratio, low, high = bootstrap_ratio_ci([p[0] for p in paired], [p[1] for p in paired])
+        ttft = [r["timings_ms"]["ttft"] for r in rows]
+        entry = {"n": len(rows)}
+        if task in GENERATIVE:
+            entry["f1"] = round(statistics.fmean(r["score"] for r in rows), 2) if rows else None
+            entry["em"] = round(statistics.fmean(r["em"] for r in rows), 2) if rows else None
+        else:
+            entry["accuracy"] = round(statistics.fmean(r["score"] for r in rows), 2) if rows else None
+        entry.update({"retention": _finite(ratio), "retention_ci95": [_finite(low), _finite(high)],
+                      "ttft_mean_ms": round(statistics.fmean(ttft), 1) if ttft else None,
+                      "ttft_median_ms": round(statistics.median(ttft), 1) if ttft else None,
+                      "context_tokens_mean": round(statistics.fmean(r["context_tokens"] for r in rows), 1) if rows else None,
+                      "bytes_stored_per_context_token": bytes_per_token.get(mode, 0.0)})
+        summary[mode] = entry
+    return summary
+
+
+def _finite(value: float):
+    """Rounded, or None where undefined (a direct score of 0): JSON has no NaN."""
+    return None if value != value else round(value, 3)
+
+
+def storage_per_token(store, lm) -> dict:
+    """Bytes of stored chunk caches per context token: native uses the generator's own caches."""
+    info = store.info()
+    tokens = max(info["tokens"], 1)
+    result = {"direct": 0.0, "none": 0.0}
+    for space in info["cache_spaces"]:
+        if space["role"] == "native" and space["fingerprint"] == lm.fingerprint[:12]:
+            result["native"] = round(space["bytes"] / tokens, 1)
+        if space["role"] == "encoder":
+            result["encoder_caches"] = round(space["bytes"] / tokens, 1)
+    return result
+
+
+def write_report(run: Path, task: str, modes: tuple, ids: list, store, lm, config) -> dict:
+    records = load_predictions(run, ids, modes)
+    per_token = storage_per_token(store, lm)
+    metrics = {"task": task, "model": lm.name, "encoder": config.encoder, "examples": len(ids),
+               "option_score": config.option_score if task == "multiple_choice" else None,
+               "setting": (f"all paragraphs up to {config.context_budget} encoder tokens"
+                           if config.context_budget else f"retrieval top-{config.top_k}")
+               if task == "multi_doc" else "the example's own passage",
+               "encoder_cache_bytes_per_token": per_token.get("encoder_caches"),
+               "modes": summarize(task, modes, records, per_token)}
+    atomic_write_text(run / "metrics.json", json.dumps(metrics, indent=2))
+    atomic_write_text(run / "report.md", _markdown(metrics, config))
+    _plots(run, metrics, records)
+    return metrics
+
+
+def _markdown(metrics: dict, config) -> str:
+    score = "f1" if metrics["task"] in GENERATIVE else "accuracy"
+    lines = [f"# cag eval: {Path(config.dataset).name} ({metrics['task']})", "",
+             f"Model {metrics['model']}, encoder {metrics['encoder']}, {metrics['examples']} examples, "
+             f"seed {config.seed}; context: {metrics['setting']}."]
+    if metrics["option_score"]:
+        lines.append(f"Options are scored by the {metrics['option_score']} log-likelihood of their tokens.")
+    head = f"| mode | n | {score} |" + (" em |" if score == "f1" else "") + \
+        " retention [95% CI] | TTFT mean / median ms | context tokens | bytes stored / token |"
+    lines += ["", head, "|" + "---|" * (head.count("|") - 1)]
+    for mode, m in metrics["modes"].items():
+        em = f" {m['em']} |" if score == "f1" else ""
+        lines.append(f"| {mode} | {m['n']} | {m[score]} |{em} {m['retention']} [{m['retention_ci95'][0]}, "
+                     f"{m['retention_ci95'][1]}] | {m['ttft_mean_ms']} / {m['ttft_median_ms']} | "
+                     f"{m['context_tokens_mean']} | {m['bytes_stored_per_context_token']} |")
+    return "\n".join(lines) + "\n"
+
+
+def _plots(run: Path, metrics: dict, records: dict) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    modes = list(metrics["modes"])
+    values, errors = [], [[], []]
+    for mode in modes:  # an undefined retention (direct scored 0) is drawn as an empty bar
+        m = metrics["modes"][mode]
+        value, (low, high) = m["retention"], m["retention_ci95"]
+        values.append(value or 0.0)
+        errors[0].append(value - low if value is not None and low is not None else 0.0)
+        errors[1].append(high - value if value is not None and high is not None else 0.0)
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.bar(modes, values, yerr=errors, capsize=4, color="#4c72b0")
+    ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
+    ax.set_ylabel("retention (score / direct)")
+    ax.set_title(f"{metrics['task']}: retention per mode (95% CI)")
+    fig.tight_layout()
+    fig.savefig(run / "retention.png", dpi=120)
+    plt.close(fig)
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for mode in modes:
+        rows = records[mode]
+        ax.scatter([r["context_tokens"] for r in rows], [r["timings_ms"]["ttft"] for r in rows],
+                   label=mode, s=12)
+    ax.set_xlabel("context tokens")
+    ax.set_ylabel("TTFT (ms)")
+    ax.set_title("time to first token against context length")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(run / "ttft.png", dpi=120)
+    plt.close(fig)

@@ -1,0 +1,179 @@
+"""`cag eval`: run a QA dataset through cag's real path in several modes, resumably.
+
+Run folder: config.json, contexts/ (the examples' passages as JSON Lines, ingested into store/ with
+the real ingest pipeline), predictions.jsonl (one line per example and mode, appended and synced as
+they finish, so a killed run continues where it stopped), then metrics.json, report.md and plots.
+"""
+
+import json
+import logging
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from cag.atomic import atomic_write_text
+from cag.defaults import DEFAULT_EMBEDDER, DEFAULT_ENCODER, DEFAULT_GENERATOR
+from cag.errors import CagError
+from cag.faults import fault_point
+from cag.ingest.pipeline import IngestOptions, ingest
+from cag.models import load_model
+from cag.progress import Progress
+from cag.prompt import prompt_layout
+from cag.store import Store
+from eval.datasets import load_examples, resolve_dataset, sample
+from eval.report import write_report
+from eval.scoring import evaluate_example
+from indexes.embedder import Embedder
+
+log = logging.getLogger(__name__)
+EVAL_MODES = ("direct", "native", "none", "translated", "single", "ridge")
+_NEEDS_TRANSLATOR = {"translated", "single", "ridge"}
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    dataset: str
+    task: str | None = None
+    model: str = DEFAULT_GENERATOR
+    encoder: str = DEFAULT_ENCODER
+    modes: tuple = ("direct", "native", "none")
+    limit: int | None = None
+    seed: int = 0
+    top_k: int = 3
+    context_budget: int | None = None  # multi_doc: all paragraphs up to this many encoder tokens
+    max_new_tokens: int = 32
+    option_score: str = "mean"  # multiple_choice: mean or sum log-likelihood of an option's tokens
+    embedder: str = DEFAULT_EMBEDDER
+    skip_missing: bool = False
+    out: str | None = None
+
+
+def check_modes(config: EvalConfig) -> tuple:
+    unknown = [m for m in config.modes if m not in EVAL_MODES]
+    if unknown or not config.modes:
+        raise CagError(f"Unknown mode(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(EVAL_MODES)}.")
+    missing = [m for m in config.modes if m in _NEEDS_TRANSLATOR]
+    if missing and not config.skip_missing:
+        raise CagError(f"Mode(s) {', '.join(missing)} need MoT translators, which this version cannot "
+                       "train yet; drop them or pass --skip-missing.")
+    for mode in missing:
+        log.warning("skipping mode %s: no translator available", mode)
+    if "direct" not in config.modes:
+        raise CagError("Modes must include direct: retention is measured against it.")
+    if config.option_score not in ("mean", "sum"):
+        raise CagError(f"--option-score must be mean or sum, not {config.option_score!r}.")
+    return tuple(m for m in config.modes if m not in _NEEDS_TRANSLATOR)
+
+
+def default_run_dir(config: EvalConfig, path: Path, task: str) -> Path:
+    model = "".join(c if c.isalnum() or c in ".-" else "_" for c in Path(config.model).name)
+    setting = f"-budget{config.context_budget}" if config.context_budget else ""
+    return Path("runs") / f"eval-{path.parent.name}-{path.stem}-{task}-{model}-n{config.limit or 'all'}-s{config.seed}{setting}"
+
+
+def run_eval(config: EvalConfig, progress: Progress | None = None) -> Path:
+    progress = progress or Progress()
+    path, task = resolve_dataset(config.dataset, config.task)
+    modes = check_modes(config)
+    examples = sample(load_examples(path, task), task, config.limit, config.seed)
+    run = Path(config.out) if config.out else default_run_dir(config, path, task)
+    _start_or_resume(run, {**asdict(config), "task": task, "dataset_path": str(path), "modes": list(modes)})
+    store, locators = _build_store(run, config, task, examples, modes)
+    lm = load_model(config.model)
+    layout = prompt_layout(lm.tokenizer)
+    embedder = Embedder(config.embedder) if task == "multi_doc" and not config.context_budget else None
+    done = _done_keys(run / "predictions.jsonl")
+    progress.files(len(examples) * len(modes))
+    with open(run / "predictions.jsonl", "a", encoding="utf-8") as out:
+        for example, locs in zip(examples, locators):
+            rows = _context_rows(store, locs, example, config, embedder)
+            for mode in modes:
+                if (example["id"], mode) not in done:
+                    record = evaluate_example(task, mode, example, rows, store, lm, layout,
+                                              config.max_new_tokens, config.option_score)
+                    out.write(json.dumps(record, ensure_ascii=False) + "\n")
+                    out.flush()
+                    os.fsync(out.fileno())
+                    fault_point("prediction_written")
+                progress.file_done(f"{example['id']}:{mode}")
+    write_report(run, task, modes, [e["id"] for e in examples], store, lm, config)
+    store.close()
+    return run
+
+
+def _start_or_resume(run: Path, config: dict) -> None:
+    path = run / "config.json"
+    if path.is_file():
+        previous = json.loads(path.read_text())
+        if previous != config:
+            raise CagError(f"Run folder {run} holds a run with another config; pass another --out "
+                           "or delete that folder.")
+        return
+    run.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(config, indent=2))
+
+
+def _done_keys(path: Path) -> set:
+    """(id, mode) pairs already in predictions.jsonl; a torn last line (a kill mid-write) is dropped."""
+    if not path.is_file():
+        return set()
+    keys, good = set(), 0
+    lines = path.read_bytes().split(b"\n")
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            break
+        keys.add((record["id"], record["mode"]))
+        good += len(line) + 1
+    if good < path.stat().st_size:
+        with open(path, "r+b") as handle:
+            handle.truncate(good)
+    return keys
+
+
+def _build_store(run: Path, config: EvalConfig, task: str, examples: list, modes: tuple):
+    """Ingest every example's passages (the real ingest path); locators per example."""
+    records, locators = [], []
+    for ex in examples:
+        texts = ([f"{d.get('title', '')}\n{d['text']}".strip() for d in ex["documents"]]
+                 if task == "multi_doc" else [ex["context"]] if ex["context"].strip() else [])
+        locators.append([f"L{len(records) + i + 1}" for i in range(len(texts))])
+        records.extend({"text": t} for t in texts)
+    contexts = run / "contexts" / "passages.jsonl"
+    body = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    if not contexts.is_file() or contexts.read_text(encoding="utf-8") != body:
+        contexts.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(contexts, body)
+    also = (config.model,) if "native" in modes else ()
+    options = IngestOptions(encoder=config.encoder, embedder=config.embedder, also_for=also)
+    if records:
+        ingest([contexts], run / "store", options)
+    else:  # closed book: an empty store, so every mode still runs the same path
+        (run / "contexts" / "empty").mkdir(exist_ok=True)
+        ingest([run / "contexts" / "empty"], run / "store", options)
+    return Store.open(run / "store"), [(str(contexts.resolve()), locs) for locs in locators]
+
+
+def _context_rows(store: Store, locs, example: dict, config: EvalConfig, embedder) -> list:
+    """Chunk rows for one example in assembly order."""
+    path, locators = locs
+    rows = [row for loc in locators for row in store.catalog.chunks_of(path, loc)]
+    if not rows or embedder is None:
+        if config.context_budget:  # multi_doc, budget setting: paragraphs in order up to the budget
+            kept, used = [], 0
+            for row in rows:
+                if used + row.n_tokens > config.context_budget:
+                    break
+                kept.append(row)
+                used += row.n_tokens
+            return kept
+        return rows
+    # multi_doc, retrieval setting: the question's own paragraphs ranked by the embedder, best last
+    vectors = store.catalog.embeddings_of([r.id for r in rows], store.config.embedding_dim)
+    scores = vectors @ embedder.encode([example["question"]])[0]
+    best = np.argsort(-scores)[:config.top_k]
+    return [rows[i] for i in reversed(best)]

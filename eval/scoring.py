@@ -1,0 +1,68 @@
+"""Evaluate one example in one mode through cag's answer path: generate, or score options."""
+
+import copy
+import time
+
+import torch
+import torch.nn.functional as F
+
+from cag.ask import build_context
+from cag.kv.generate import forward_new_tokens, greedy_generate
+from eval.metrics import squad_scores
+
+GENERATIVE = ("extractive", "multi_doc")
+
+
+def evaluate_example(task: str, mode: str, example: dict, rows: list, store, lm, layout,
+                     max_new_tokens: int, option_score: str) -> dict:
+    """A predictions.jsonl record for `example` answered in `mode` from chunk `rows` (assembly order)."""
+    start = time.perf_counter()
+    timings = {"load": 0.0, "assemble": 0.0}
+    context, lead, context_tokens = build_context(mode, store, lm, layout, rows, timings)
+    q_ids = layout.question_ids(lm.tokenizer, example["question"])
+    if task in GENERATIVE:
+        begin = time.perf_counter()
+        generation = greedy_generate(lm, lead + q_ids, context, max_new_tokens)
+        prediction = generation.text.split("\n")[0].strip()
+        scores = squad_scores(prediction, example["answers"])
+        gold = example["answers"]
+        timings["prefill"] = generation.prefill_seconds * 1e3
+        timings["ttft"] = (begin - start + generation.ttft_seconds) * 1e3
+        record = {"prediction": prediction, "score": scores["f1"], "em": scores["em"]}
+    else:
+        choices = example["choices"]
+        sums, means, prefill_s = option_logprobs(lm, context, lead + q_ids, choices, layout)
+        picked = int(torch.tensor(means if option_score == "mean" else sums).argmax())
+        gold = choices[example["answer_index"]]
+        timings["prefill"] = prefill_s * 1e3
+        timings["ttft"] = (time.perf_counter() - start) * 1e3  # all options scored
+        record = {"prediction": choices[picked], "score": 100.0 * (picked == example["answer_index"]),
+                  "option_logprob_sum": [round(x, 4) for x in sums],
+                  "option_logprob_mean": [round(x, 4) for x in means]}
+    return {"id": example["id"], "mode": mode, **record, "gold": gold,
+            "context_tokens": context_tokens, "chunks": 0 if mode == "none" else len(rows),
+            "timings_ms": {k: round(v, 1) for k, v in timings.items()}}
+
+
+@torch.no_grad()
+def option_logprobs(lm, context, prompt_ids: list, options: list, layout) -> tuple[list, list, float]:
+    """Sum and mean log-probability of each option's tokens after the prompt (context cached)."""
+    from transformers import DynamicCache
+
+    cache = context.cache if context is not None else DynamicCache(config=lm.config)
+    pos = context.length if context is not None else 0
+    start = time.perf_counter()
+    last = forward_new_tokens(lm, cache, torch.tensor(prompt_ids), pos)[-1]  # (vocab,)
+    prefill_seconds = time.perf_counter() - start
+    pos += len(prompt_ids)
+    sums, means = [], []
+    for option in options:
+        text = option if layout.uses_chat_template else " " + option
+        ids = torch.tensor(lm.tokenizer(text, add_special_tokens=False)["input_ids"])
+        branch = copy.deepcopy(cache)
+        logits = forward_new_tokens(lm, branch, ids, pos, logits_to_keep=0)  # (T, vocab)
+        predictors = torch.cat([last[None], logits[:-1]])  # position t predicts token t
+        logp = F.log_softmax(predictors.float(), dim=-1).gather(1, ids[:, None]).squeeze(1)
+        sums.append(float(logp.sum()))
+        means.append(float(logp.mean()))
+    return sums, means, prefill_seconds

@@ -1,0 +1,107 @@
+"""`cag eval` on small files with tiny models: run folder, resume after kill, bad input."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.main import app
+from eval.runner import EvalConfig, run_eval
+
+SQUAD5 = Path(__file__).parent / "squad5.jsonl"
+runner = CliRunner()
+
+
+def config(tiny_models, out, **extra):
+    base = dict(dataset=str(SQUAD5), task="extractive", model=tiny_models["generator"],
+                encoder=tiny_models["encoder"], max_new_tokens=4, out=str(out))
+    return EvalConfig(**{**base, **extra})
+
+
+def test_five_example_extractive_run_writes_every_output(tiny_models, tmp_path):
+    run = run_eval(config(tiny_models, tmp_path / "run"))
+    for name in ("config.json", "predictions.jsonl", "metrics.json", "report.md", "retention.png", "ttft.png"):
+        assert (run / name).is_file(), name
+    records = [json.loads(l) for l in (run / "predictions.jsonl").read_text().splitlines()]
+    assert len(records) == 15 and {r["mode"] for r in records} == {"direct", "native", "none"}
+    assert all(set(r) >= {"id", "mode", "prediction", "gold", "score", "context_tokens", "timings_ms"}
+               for r in records)
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert set(metrics["modes"]) == {"direct", "native", "none"}
+    for mode, m in metrics["modes"].items():
+        assert m["n"] == 5 and "f1" in m and "em" in m and "retention_ci95" in m
+        assert m["ttft_median_ms"] > 0
+    assert metrics["modes"]["none"]["context_tokens_mean"] == 0
+    assert metrics["modes"]["native"]["bytes_stored_per_context_token"] > 0
+    # a one-chunk passage prefilled after the answer-time prefix: native answers equal direct
+    by = {(r["id"], r["mode"]): r for r in records}
+    single = [i for (i, mode), r in by.items() if mode == "direct" and r["chunks"] == 1]
+    assert single and all(by[(i, "native")]["prediction"] == by[(i, "direct")]["prediction"] for i in single)
+
+
+def test_multiple_choice_and_multi_doc(tiny_models, tmp_path):
+    mc = tmp_path / "mc.jsonl"
+    mc.write_text("\n".join(json.dumps({"id": f"q{i}", "context": "Paris is the capital of France." if i % 2 else "",
+                                        "question": "What is the capital of France?",
+                                        "choices": ["Paris", "Berlin", "Rome"], "answer_index": 0})
+                            for i in range(4)) + "\n")
+    run = run_eval(config(tiny_models, tmp_path / "mc_run", dataset=str(mc), task="multiple_choice",
+                          option_score="sum"))
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["option_score"] == "sum" and metrics["modes"]["direct"]["n"] == 4
+    record = json.loads((run / "predictions.jsonl").read_text().splitlines()[0])
+    assert len(record["option_logprob_sum"]) == 3 and record["prediction"] in ["Paris", "Berlin", "Rome"]
+    md = tmp_path / "md.jsonl"
+    md.write_text(json.dumps({"id": "h1", "question": "Who wrote the report?", "answers": ["Ada"],
+                              "documents": [{"title": f"T{i}", "text": f"Paragraph {i} about Ada and reports."}
+                                            for i in range(6)]}) + "\n")
+    run = run_eval(config(tiny_models, tmp_path / "md_run", dataset=str(md), task="multi_doc", top_k=2))
+    records = [json.loads(l) for l in (run / "predictions.jsonl").read_text().splitlines()]
+    direct = next(r for r in records if r["mode"] == "direct")
+    budget = run_eval(config(tiny_models, tmp_path / "md_budget", dataset=str(md), task="multi_doc",
+                             context_budget=10_000))
+    all_paragraphs = next(json.loads(l) for l in (budget / "predictions.jsonl").read_text().splitlines())
+    assert 0 < direct["context_tokens"] < all_paragraphs["context_tokens"]
+
+
+def test_killed_eval_resumes_without_counting_twice(tiny_models, tmp_path, cag_home):
+    out = tmp_path / "run"
+    args = [sys.executable, "-m", "cli", "eval", "--dataset", str(SQUAD5), "--task", "extractive",
+            "--model", tiny_models["generator"], "--encoder", tiny_models["encoder"],
+            "--max-new-tokens", "3", "--out", str(out)]
+    env = {**os.environ, "CAG_HOME": str(cag_home), "HF_HUB_OFFLINE": "1", "CAG_FAULT": "prediction_written:7"}
+    assert subprocess.run(args, env=env, capture_output=True).returncode == -9
+    assert len((out / "predictions.jsonl").read_text().splitlines()) == 7
+    with open(out / "predictions.jsonl", "a") as handle:
+        handle.write('{"id": "torn')  # as if killed in the middle of a write
+    env.pop("CAG_FAULT")
+    resumed = subprocess.run(args, env=env, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr[-800:]
+    records = [json.loads(l) for l in (out / "predictions.jsonl").read_text().splitlines()]
+    keys = [(r["id"], r["mode"]) for r in records]
+    assert len(keys) == len(set(keys)) == 15
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--dataset", "missing.jsonl", "--task", "extractive"], "neither a file nor a preset"),
+    (["--dataset", str(SQUAD5), "--task", "summarize"], "Unknown task 'summarize'"),
+    (["--dataset", str(SQUAD5), "--task", "extractive", "--modes", "direct,fast"], "Unknown mode(s) fast"),
+    (["--dataset", str(SQUAD5), "--task", "extractive", "--modes", "direct,translated"], "need MoT translators"),
+    (["--dataset", str(SQUAD5), "--task", "multiple_choice"], "line 1: missing field 'choices'"),
+    (["--dataset", "squad", "--task", "multi_doc"], "is a extractive dataset"),
+])
+def test_bad_input_is_one_line_exit_1(args, message, tmp_path):
+    result = runner.invoke(app, ["eval", *args, "--out", str(tmp_path / "run")])
+    assert result.exit_code == 1 and message in result.output, result.output
+
+
+def test_wrong_field_type_names_line_and_field(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(SQUAD5.read_text().splitlines()[0] + "\n" +
+                   json.dumps({"id": "x", "context": "c", "question": "q", "answers": "not a list"}) + "\n")
+    result = runner.invoke(app, ["eval", "--dataset", str(bad), "--task", "extractive"])
+    assert result.exit_code == 1 and "line 2: field 'answers' must be list" in result.output
