@@ -24,6 +24,8 @@ def _configure(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log 
                         format="%(levelname)s %(name)s: %(message)s", force=True)
     from transformers.utils import logging as hf_logging
     hf_logging.disable_progress_bar()  # cag draws its own progress; loading bars are noise
+    if not verbose:  # hub retries log warnings before cag's own one-line error
+        logging.getLogger("huggingface_hub").setLevel(logging.ERROR)
     if os.environ.get("CAG_DEBUG") == "1":
         logging.getLogger("cag").setLevel(logging.DEBUG)
 

@@ -125,7 +125,8 @@ def _hub_error(spec: ModelSpec, exc: Exception) -> str:
     return (f"Could not load {spec.name!r} ({spec.source}) from the Hugging Face hub"
             f"{' (HF_HUB_OFFLINE=1)' if offline else ''}: {str(exc).splitlines()[0]} "
             f"Connect to the hub (or pre-download it into the HF cache), pass a local model folder "
-            f"or .gguf file, or use a packaged offline model: {packaged_names}.")
+            f"or .gguf file, or use a packaged offline model: {packaged_names}."
+            + ("" if offline else " Without a network, HF_HUB_OFFLINE=1 makes this fail at once."))
 
 
 def _hub_weights_digest(model) -> str:
