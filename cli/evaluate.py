@@ -15,7 +15,11 @@ from cli._errors import handle_errors
 class _Bar(EvalProgress):
     def __init__(self, progress: Progress):
         self.progress = progress
+        self.prefill_task = progress.add_task("passage chunks prefilled", total=None)
         self.task = progress.add_task("examples x modes", total=None)
+
+    def prefilled(self, chunks: int, tokens: int) -> None:
+        self.progress.advance(self.prefill_task, chunks)
 
     def files(self, total: int) -> None:
         self.progress.update(self.task, total=total)

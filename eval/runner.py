@@ -81,7 +81,7 @@ def run_eval(config: EvalConfig, progress: Progress | None = None) -> Path:
     examples = sample(load_examples(path, task), task, config.limit, config.seed)
     run = Path(config.out) if config.out else default_run_dir(config, path, task)
     _start_or_resume(run, {**asdict(config), "task": task, "dataset_path": str(path), "modes": list(modes)})
-    store, locators = _build_store(run, config, task, examples, modes)
+    store, locators = _build_store(run, config, task, examples, modes, _PrefillOnly(progress))
     lm = load_model(config.model)
     layout = prompt_layout(lm.tokenizer)
     embedder = Embedder(config.embedder) if task == "multi_doc" and not config.context_budget else None
@@ -135,7 +135,18 @@ def _done_keys(path: Path) -> set:
     return keys
 
 
-def _build_store(run: Path, config: EvalConfig, task: str, examples: list, modes: tuple):
+class _PrefillOnly(Progress):
+    """Forwards ingest's prefill progress, not its file counts, to the eval's progress."""
+
+    def __init__(self, progress: Progress):
+        self.progress = progress
+
+    def prefilled(self, chunks: int, tokens: int) -> None:
+        self.progress.prefilled(chunks, tokens)
+
+
+def _build_store(run: Path, config: EvalConfig, task: str, examples: list, modes: tuple,
+                 progress: Progress):
     """Ingest every example's passages (the real ingest path); locators per example."""
     records, locators = [], []
     for ex in examples:
@@ -151,7 +162,7 @@ def _build_store(run: Path, config: EvalConfig, task: str, examples: list, modes
     also = (config.model,) if "native" in modes else ()
     options = IngestOptions(encoder=config.encoder, embedder=config.embedder, also_for=also)
     if records:
-        ingest([contexts], run / "store", options)
+        ingest([contexts], run / "store", options, progress)
     else:  # closed book: an empty store, so every mode still runs the same path
         (run / "contexts" / "empty").mkdir(exist_ok=True)
         ingest([run / "contexts" / "empty"], run / "store", options)

@@ -153,16 +153,17 @@ def _ingest_file(path: Path, store: Store, chunker: Chunker, embedder: Embedder,
         log.warning("skipped %s: %s", path, exc)
         report.skipped.append((str(path), str(exc)))
         return
-    rows = []
-    for doc in documents:
-        chunks = chunker.split(doc.text)
-        for s in spaces:
-            _prefill_missing(store, s, chunks, doc, config, report, progress, batch_size)
-        vectors = embedder.encode([c.text for c in chunks])
-        rows.append((doc.locator, len(doc.text), [
-            NewChunk(c.idx, c.text, c.char_start, c.char_end, sha256_hex(c.text.encode()),
-                     len(spaces[0].lm.tokenizer.encode(c.text, add_special_tokens=False)), vec)
-            for c, vec in zip(chunks, vectors)]))
+    # chunk every document of the file first, so that prefill batches span documents (a JSON Lines
+    # file of short records would otherwise prefill one chunk at a time)
+    chunked = [(doc, chunker.split(doc.text)) for doc in documents]
+    pending = [(doc, chunk) for doc, chunks in chunked for chunk in chunks]
+    for s in spaces:
+        _prefill_missing(store, s, pending, config, report, progress, batch_size)
+    vectors = iter(embedder.encode([chunk.text for _, chunk in pending]))
+    count_tokens = lambda text: len(spaces[0].lm.tokenizer.encode(text, add_special_tokens=False))  # noqa: E731
+    rows = [(doc.locator, len(doc.text), [
+        NewChunk(c.idx, c.text, c.char_start, c.char_end, sha256_hex(c.text.encode()),
+                 count_tokens(c.text), next(vectors)) for c in chunks]) for doc, chunks in chunked]
     fault_point("before_commit")
     store.catalog.replace_file(str(path), sha, rows)
     fault_point("after_commit")
@@ -179,14 +180,20 @@ def _caches_complete(store: Store, path: Path, spaces: list) -> bool:
     return all(store.cache_path(s.space, t).is_file() for s in spaces for t in texts)
 
 
-def _prefill_missing(store: Store, s: _Space, chunks: list, doc, config: StoreConfig,
+def _prefill_missing(store: Store, s: _Space, pending: list, config: StoreConfig,
                      report: IngestReport, progress: Progress, batch_size: int) -> None:
-    todo = [c for c in chunks if not store.cache_path(s.space, sha256_hex(c.text.encode())).is_file()]
+    """Prefill (doc, chunk) pairs whose cache file is missing; identical texts once."""
+    todo, seen = [], set()
+    for doc, chunk in pending:
+        key = sha256_hex(chunk.text.encode())
+        if key not in seen and not store.cache_path(s.space, key).is_file():
+            seen.add(key)
+            todo.append((doc, chunk))
     for start in range(0, len(todo), batch_size):
         batch = todo[start:start + batch_size]
-        caches = prefill_chunks(s.lm, [c.text for c in batch], s.prefix, batch_size=batch_size,
-                                doc_ids=[doc.path + (f"#{doc.locator}" if doc.locator else "")] * len(batch),
-                                chunk_indices=[c.idx for c in batch])
+        caches = prefill_chunks(s.lm, [c.text for _, c in batch], s.prefix, batch_size=batch_size,
+                                doc_ids=[d.path + (f"#{d.locator}" if d.locator else "") for d, _ in batch],
+                                chunk_indices=[c.idx for _, c in batch])
         for cache in caches:
             save_chunk_cache(cache, store.cache_path(s.space, cache.meta.text_sha256), config.cache_dtype)
             fault_point("cache_written")
