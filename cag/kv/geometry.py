@@ -12,6 +12,7 @@ class PositionScheme:
     rope_theta: dict  # layer type -> base (rotary only)
     rope_type: dict  # layer type -> "default", "linear", "llama3", ... (rotary only)
     rotary_fraction: float = 1.0
+    rope_scaling: dict | None = None  # layer type -> scaling parameters (factor, ...) if any
     absolute_offset: int = 0  # OPT's learned positions are looked up at position + 2
 
 
@@ -59,7 +60,7 @@ def _absolute_geometry(config, family: str) -> KVGeometry:
     hidden = config.hidden_size if family == "opt" else config.n_embd
     max_pos = config.max_position_embeddings if family == "opt" else config.n_positions
     return KVGeometry(family, layers, heads, hidden // heads, ("full_attention",) * layers, None,
-                      PositionScheme("absolute", {}, {}, 1.0, ABSOLUTE_FAMILIES[family]), max_pos)
+                      PositionScheme("absolute", {}, {}, absolute_offset=ABSOLUTE_FAMILIES[family]), max_pos)
 
 
 def _rotary_geometry(config, family: str) -> KVGeometry:
@@ -76,6 +77,9 @@ def _rotary_geometry(config, family: str) -> KVGeometry:
         rope_theta={t: float(p["rope_theta"]) for t, p in by_type.items()},
         rope_type={t: p.get("rope_type", "default") for t, p in by_type.items()},
         rotary_fraction=float(getattr(config, "partial_rotary_factor", 1.0) or 1.0),
+        rope_scaling={t: extra for t, p in by_type.items()
+                      if (extra := {k: v for k, v in p.items() if k not in ("rope_theta", "rope_type")})}
+        or None,
     )
     return KVGeometry(family, layers, config.num_key_value_heads, head_dim, layer_types, sliding,
                       scheme, config.max_position_embeddings)

@@ -34,3 +34,15 @@ def test_unsupported_family_is_refused():
     from transformers import BertConfig
     with pytest.raises(CagError, match="not supported"):
         geometry_of(BertConfig())
+
+
+def test_rope_scaling_is_described():
+    from transformers import LlamaConfig
+    config = LlamaConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=4,
+                         rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0,
+                                          "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                          "original_max_position_embeddings": 8192})
+    g = geometry_of(config)
+    assert g.positions.rope_type == {"full_attention": "llama3"}
+    assert g.positions.rope_scaling["full_attention"]["factor"] == 32.0
+    assert geometry_of(tiny_config("qwen2")).positions.rope_scaling is None
