@@ -32,7 +32,14 @@ class Retriever:
         if embedder is not None and embedder.name != store.config.embedder:
             raise CagError(f"Store {store.folder} was built with embedder {store.config.embedder}, "
                            f"not {embedder.name}.")
-        self.embedder = embedder or Embedder(store.config.embedder)
+        self._embedder = embedder
+
+    @property
+    def embedder(self) -> Embedder:
+        """Loaded on first use: `--mode none` never needs it."""
+        if self._embedder is None:
+            self._embedder = Embedder(self.store.config.embedder)
+        return self._embedder
 
     def retrieve(self, question: str, top_k: int) -> Retrieval:
         if top_k < 1:
