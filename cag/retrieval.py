@@ -29,9 +29,8 @@ class Retrieval:
 class Retriever:
     def __init__(self, store: Store, embedder: Embedder | None = None):
         self.store = store
-        if embedder is not None and embedder.name != store.config.embedder:
-            raise CagError(f"Store {store.folder} was built with embedder {store.config.embedder}, "
-                           f"not {embedder.name}.")
+        if embedder is not None:
+            store.check_embedder(embedder.name)
         self._embedder = embedder
 
     @property

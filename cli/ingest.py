@@ -1,5 +1,6 @@
 """`cag ingest`: chunk, embed and prefill documents once into a store."""
 
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -28,7 +29,6 @@ class _Bars(IngestProgress):
         self.progress.advance(self.files_task)
 
     def prefilled(self, chunks: int, tokens: int) -> None:
-        import time
         self.started = self.started or time.perf_counter() - 1e-3
         self.tokens += tokens
         rate = self.tokens / (time.perf_counter() - self.started)

@@ -25,7 +25,7 @@ from cag.models import load_model
 from cag.models.fingerprint import sha256_hex
 from cag.progress import Progress
 from cag.prompt import prompt_layout
-from cag.store.catalog import NewChunk
+from cag.store.catalog import NewChunk, doc_label
 from cag.store.store import CacheSpace, Store, StoreConfig, default_store_dir
 from indexes.embedder import Embedder
 
@@ -105,14 +105,12 @@ def ingest(paths: list, store_dir: Path | None = None, options: IngestOptions = 
 
 
 def _check_existing_store(store_dir, options: IngestOptions) -> None:
-    """Refuse a store built with another embedder before loading anything."""
+    """Refuse a store built with another embedder before loading any model."""
     folder = Path(store_dir) if store_dir else default_store_dir()
     if (folder / "store.json").is_file():
         existing = Store.open(folder)
         existing.close()
-        if existing.config.embedder != options.embedder:
-            raise CagError(f"Store {folder} was built with embedder {existing.config.embedder}, not "
-                           f"{options.embedder}: use --embedder {existing.config.embedder} or another --store.")
+        existing.check_embedder(options.embedder)
 
 
 def _ingest_locked(roots: list, store: Store, encoder, embedder: Embedder, options: IngestOptions,
@@ -192,7 +190,7 @@ def _prefill_missing(store: Store, s: _Space, pending: list, config: StoreConfig
     for start in range(0, len(todo), batch_size):
         batch = todo[start:start + batch_size]
         caches = prefill_chunks(s.lm, [c.text for _, c in batch], s.prefix, batch_size=batch_size,
-                                doc_ids=[d.path + (f"#{d.locator}" if d.locator else "") for d, _ in batch],
+                                doc_ids=[doc_label(d.path, d.locator) for d, _ in batch],
                                 chunk_indices=[c.idx for _, c in batch])
         for cache in caches:
             save_chunk_cache(cache, store.cache_path(s.space, cache.meta.text_sha256), config.cache_dtype)

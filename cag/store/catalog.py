@@ -39,6 +39,11 @@ CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 
+def doc_label(path: str, locator: str) -> str:
+    """How a document is named to users: its file, plus `#locator` for a record inside it."""
+    return path + (f"#{locator}" if locator else "")
+
+
 @dataclass(frozen=True)
 class ChunkRow:
     id: int
@@ -53,7 +58,7 @@ class ChunkRow:
 
     @property
     def doc(self) -> str:
-        return self.doc_path + (f"#{self.doc_locator}" if self.doc_locator else "")
+        return doc_label(self.doc_path, self.doc_locator)
 
 
 @dataclass(frozen=True)

@@ -98,15 +98,18 @@ class Store:
         atomic_write_text(folder / "store.json", json.dumps(asdict(wanted), indent=2))
         return cls(folder, wanted)
 
+    def check_embedder(self, embedder: str) -> None:
+        if self.config.embedder != embedder:
+            raise CagError(f"Store {self.folder} was built with embedder {self.config.embedder}, not "
+                           f"{embedder}: use --embedder {self.config.embedder} or another --store.")
+
     def _check_compatible(self, wanted: StoreConfig) -> None:
         have = self.config
         if have.encoder_fingerprint != wanted.encoder_fingerprint:
             raise CagError(f"Store {self.folder} was built with encoder {have.encoder} "
                            f"({have.encoder_fingerprint[:12]}), not {wanted.encoder} "
                            f"({wanted.encoder_fingerprint[:12]}): use --encoder {have.encoder} or another --store.")
-        if have.embedder != wanted.embedder:
-            raise CagError(f"Store {self.folder} was built with embedder {have.embedder}, not "
-                           f"{wanted.embedder}: use --embedder {have.embedder} or another --store.")
+        self.check_embedder(wanted.embedder)
         for field in ("chunk_tokens", "chunk_overlap", "faiss_factory", "cache_dtype"):
             if getattr(have, field) != getattr(wanted, field):
                 log.warning("store %s keeps its %s=%s (asked %s)", self.folder, field,
