@@ -2,9 +2,12 @@
 
     direct      the retrieved text in the prompt, prefilled by the generator (the quality reference)
     native      the generator's own stored chunk caches (`cag ingest --also-for MODEL`)
-    translated  the encoder's caches translated by a MoT translator (needs a trained translator)
+    translated  the encoder's caches translated by a MoT translator (`cag train`)
+    single      the same with the single-path translator baseline (one expert per layer)
+    ridge       the same with the closed-form ridge translator baseline
     none        the question alone
-    auto        native if stored, else translated if a translator exists, else direct
+    auto        native if stored, else translated if a MoT translator exists and its recorded QA
+                retention clears --min-retention (the quality gate), else direct
 
 Chunk order: retrieved chunks are laid out least relevant first, so the best chunk sits right
 before the question. Every mode starts from the generator's own native prefix (BOS / chat-template
@@ -29,7 +32,8 @@ from cag.retrieval import Retriever
 from cag.store.store import Store
 
 log = logging.getLogger(__name__)
-MODES = ("auto", "direct", "native", "translated", "none")
+MODES = ("auto", "direct", "native", "translated", "single", "ridge", "none")
+TRANSLATED = ("translated", "single", "ridge")
 
 
 @dataclass
@@ -67,7 +71,7 @@ def check_question(question: str, mode: str, top_k: int) -> None:
 
 def ask(question: str, store_dir: Path | None = None, model: str = DEFAULT_GENERATOR,
         top_k: int = 3, mode: str = "auto", max_new_tokens: int = 64, on_token=None,
-        lm=None, retriever: Retriever | None = None) -> AskResult:
+        lm=None, retriever: Retriever | None = None, min_retention: float | None = None) -> AskResult:
     """Answer `question`; `lm` / `retriever` let callers reuse loaded models across questions."""
     check_question(question, mode, top_k)
     store = retriever.store if retriever else Store.open(store_dir)
@@ -76,7 +80,7 @@ def ask(question: str, store_dir: Path | None = None, model: str = DEFAULT_GENER
     layout = prompt_layout(lm.tokenizer)
     start = time.perf_counter()
     retrieval = retriever.retrieve(question, top_k) if mode != "none" else None
-    chosen, notes = _choose_mode(mode, store, lm, layout, retrieval)
+    chosen, notes = _choose_mode(mode, store, lm, layout, retrieval, min_retention)
     if retrieval and retrieval.clamped_from:
         notes.append(f"--top-k {retrieval.clamped_from} is more than the store's "
                      f"{len(retrieval.results)} chunks; used {len(retrieval.results)}")
@@ -101,8 +105,8 @@ def _native_space(store: Store, lm, layout):
     return store.native_space(lm.fingerprint, ids_sha256(layout.prefix_ids))
 
 
-def _choose_mode(mode: str, store: Store, lm, layout, retrieval) -> tuple[str, list]:
-    if mode in ("direct", "none"):
+def _choose_mode(mode: str, store: Store, lm, layout, retrieval, min_retention=None) -> tuple[str, list]:
+    if mode in ("direct", "none") or mode in TRANSLATED:
         return mode, []
     space = _native_space(store, lm, layout)
     has_native = space is not None and all(
@@ -113,18 +117,14 @@ def _choose_mode(mode: str, store: Store, lm, layout, retrieval) -> tuple[str, l
                            f"`cag ingest PATH --also-for {lm.name} --store {store.folder}` first, "
                            "or use --mode direct.")
         return "native", []
-    if mode == "translated":
-        raise CagError(_no_translator(store, lm))
     if has_native:
         return "native", [f"mode auto: using native ({lm.name}'s own stored caches)"]
-    return "direct", [f"mode auto: using direct (no native caches for {lm.name} in the store, "
-                      f"no MoT translator from {store.config.encoder} to {lm.name})"]
-
-
-def _no_translator(store: Store, lm) -> str:
-    return (f"No MoT translator from {store.config.encoder} to {lm.name}: translators are trained "
-            "with `cag train`, which is not available yet in this version. Use --mode native after "
-            f"`cag ingest PATH --also-for {lm.name}`, or --mode direct")
+    from mot.use import DEFAULT_MIN_RETENTION, gate
+    threshold = DEFAULT_MIN_RETENTION if min_retention is None else min_retention
+    usable, why = gate(store, lm, threshold)
+    if usable:
+        return "translated", [f"mode auto: using translated ({why})"]
+    return "direct", [f"mode auto: using direct (no native caches for {lm.name} in the store; {why})"]
 
 
 def build_context(mode: str, store: Store, lm, layout, ordered: list, timings: dict):
@@ -141,6 +141,13 @@ def build_context(mode: str, store: Store, lm, layout, ordered: list, timings: d
         context = assemble(lm, [], prefix) if prefix else None  # the same cached prefix as native
         timings["assemble"] = (time.perf_counter() - t0) * 1e3
         return context, flat, len(flat)
+    if mode in TRANSLATED:
+        from mot.use import translated_chunks
+        caches = translated_chunks(store, lm, layout, ordered, mode, _load, timings)
+        t1 = time.perf_counter()
+        context = assemble(lm, caches, prefix)
+        timings["assemble"] = (time.perf_counter() - t1) * 1e3
+        return context, [], context.length - len(prefix)
     space = _native_space(store, lm, layout)
     t0 = time.perf_counter()
     if space is None:

@@ -17,7 +17,13 @@ def ask_command(
     store: StoreOption = None,
     model: ModelOption = DEFAULT_GENERATOR,
     top_k: Annotated[int, typer.Option("--top-k", "-k", help="Chunks to retrieve.")] = 3,
-    mode: Annotated[str, typer.Option(help="auto | direct | native | translated | none.")] = "auto",
+    mode: Annotated[str, typer.Option(
+        help="auto | direct | native | translated | single | ridge | none. translated uses the MoT "
+             "translator from the store's encoder to --model (`cag train`); single and ridge its "
+             "simpler baselines.")] = "auto",
+    min_retention: Annotated[float, typer.Option(
+        help="Quality gate for --mode auto: use a translator only if its recorded QA retention "
+             "(score / direct score) is at least this.")] = 0.6,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="Answer length limit.")] = 64,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object, no streaming.")] = False,
     show_sources: Annotated[bool, typer.Option(help="List the retrieved chunks after the answer.")] = False,
@@ -33,7 +39,8 @@ def ask_command(
 
     check_question(question, mode, top_k)
     stream = None if as_json else _stream
-    result = ask(question, store, model, top_k, mode, max_new_tokens, on_token=stream)
+    result = ask(question, store, model, top_k, mode, max_new_tokens, on_token=stream,
+                 min_retention=min_retention)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), ensure_ascii=False))
         return

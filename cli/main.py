@@ -11,6 +11,7 @@ from cli.demo import demo_command
 from cli.evaluate import eval_command
 from cli.ingest import ingest_command
 from cli.models import models_command
+from cli.train import train_command
 
 app = typer.Typer(
     help="cag: cache-augmented generation across heterogeneous language models. "
@@ -36,3 +37,4 @@ app.command("ingest")(ingest_command)
 app.command("ask")(ask_command)
 app.add_typer(store_cli.app, name="store")
 app.command("eval")(eval_command)
+app.command("train")(train_command)

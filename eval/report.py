@@ -56,8 +56,10 @@ def storage_per_token(store, lm) -> dict:
     for space in info["cache_spaces"]:
         if space["role"] == "native" and space["fingerprint"] == lm.fingerprint[:12]:
             result["native"] = round(space["bytes"] / tokens, 1)
-        if space["role"] == "encoder":
+        if space["role"] == "encoder":  # translated modes read the shared encoder caches
             result["encoder_caches"] = round(space["bytes"] / tokens, 1)
+            for mode in ("translated", "single", "ridge"):
+                result[mode] = result["encoder_caches"]
     return result
 
 

@@ -55,17 +55,37 @@ def check_modes(config: EvalConfig) -> tuple:
     unknown = [m for m in config.modes if m not in EVAL_MODES]
     if unknown or not config.modes:
         raise CagError(f"Unknown mode(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(EVAL_MODES)}.")
-    missing = [m for m in config.modes if m in _NEEDS_TRANSLATOR]
-    if missing and not config.skip_missing:
-        raise CagError(f"Mode(s) {', '.join(missing)} need MoT translators, which this version cannot "
-                       "train yet; drop them or pass --skip-missing.")
-    for mode in missing:
-        log.warning("skipping mode %s: no translator available", mode)
     if "direct" not in config.modes:
         raise CagError("Modes must include direct: retention is measured against it.")
     if config.option_score not in ("mean", "sum"):
         raise CagError(f"--option-score must be mean or sum, not {config.option_score!r}.")
-    return tuple(m for m in config.modes if m not in _NEEDS_TRANSLATOR)
+    return tuple(config.modes)
+
+
+def check_translators(config: EvalConfig, modes: tuple) -> tuple:
+    """Modes whose translator exists; a missing one is an error, or skipped under --skip-missing.
+    Models are loaded (to compare fingerprints) only when a translator for the pair is on disk."""
+    from mot.registry import MODE_KIND, find_translator, translators_of_kind
+    kept, models = [], None
+    for mode in modes:
+        if mode in _NEEDS_TRANSLATOR:
+            kind = MODE_KIND[mode]
+            reason = None
+            if not translators_of_kind(kind):
+                reason = (f"no {kind} translator from {config.encoder} to {config.model}: train one with "
+                          f"`cag train --source {config.encoder} --target {config.model} --kind {kind}`")
+            else:
+                models = models or (load_model(config.encoder), load_model(config.model))
+                found = find_translator(models[0].fingerprint, models[1].fingerprint, kind,
+                                        models[0].name, models[1].name)
+                reason = found.reason if found.path is None else None
+            if reason:
+                if not config.skip_missing:
+                    raise CagError(f"Mode {mode} cannot run: {reason}; or pass --skip-missing.")
+                log.warning("skipping mode %s: %s", mode, reason)
+                continue
+        kept.append(mode)
+    return tuple(kept)
 
 
 def default_run_dir(config: EvalConfig, path: Path, task: str) -> Path:
@@ -78,6 +98,8 @@ def run_eval(config: EvalConfig, progress: Progress | None = None) -> Path:
     progress = progress or Progress()
     path, task = resolve_dataset(config.dataset, config.task)
     modes = check_modes(config)
+    if _NEEDS_TRANSLATOR & set(modes):  # fail before any model work when a translator is missing
+        modes = check_translators(config, modes)
     examples = sample(load_examples(path, task), task, config.limit, config.seed)
     run = Path(config.out) if config.out else default_run_dir(config, path, task)
     _start_or_resume(run, {**asdict(config), "task": task, "dataset_path": str(path), "modes": list(modes)})
@@ -108,10 +130,16 @@ def _start_or_resume(run: Path, config: dict) -> None:
     path = run / "config.json"
     if path.is_file():
         previous = json.loads(path.read_text())
-        if previous != config:
-            raise CagError(f"Run folder {run} holds a run with another config; pass another --out "
-                           "or delete that folder.")
-        return
+        if previous == config:
+            return
+        same = lambda c: {k: v for k, v in c.items() if k not in ("modes", "skip_missing")}
+        if same(previous) == same(config):
+            # the same run with other modes: predictions already made are kept, new modes are added
+            log.info("run %s: modes %s -> %s", run, previous["modes"], config["modes"])
+            atomic_write_text(path, json.dumps(config, indent=2))
+            return
+        raise CagError(f"Run folder {run} holds a run with another config; pass another --out "
+                       "or delete that folder.")
     run.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(config, indent=2))
 

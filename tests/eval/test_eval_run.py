@@ -90,7 +90,7 @@ def test_killed_eval_resumes_without_counting_twice(tiny_models, tmp_path, cag_h
     (["--dataset", "missing.jsonl", "--task", "extractive"], "neither a file nor a preset"),
     (["--dataset", str(SQUAD5), "--task", "summarize"], "Unknown task 'summarize'"),
     (["--dataset", str(SQUAD5), "--task", "extractive", "--modes", "direct,fast"], "Unknown mode(s) fast"),
-    (["--dataset", str(SQUAD5), "--task", "extractive", "--modes", "direct,translated"], "need MoT translators"),
+    (["--dataset", str(SQUAD5), "--task", "extractive", "--modes", "direct,translated"], "Mode translated cannot run: no mot translator"),
     (["--dataset", str(SQUAD5), "--task", "multiple_choice"], "line 1: missing field 'choices'"),
     (["--dataset", "squad", "--task", "multi_doc"], "is a extractive dataset"),
 ])

@@ -1,0 +1,108 @@
+"""Speed of translated mode at about 2,048 context tokens, one run, side by side:
+
+- TTFT of `translated` (caches translated during the ask, and again with the translated caches
+  already stored), `native` and `direct`, medians over alternating repeats, and their ratios;
+- translation cost: translating the retrieved chunks against the generator prefilling the same
+  tokens (target: 5% or less).
+
+Usage: python benchmarks/bench_translated_speed.py [--generator qwen2.5-coder-0.5b] [--repeats 3]
+Needs an installed MoT translator from the encoder to the generator (`cag train`).
+Writes benchmarks/results/translated_speed-GENERATOR.json.
+"""
+
+import argparse
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from cag.ask import ask
+from cag.ingest.pipeline import IngestOptions, ingest
+from cag.kv.chunk_cache import run_prefill
+from cag.kv.serde import load_chunk_cache
+from cag.models import load_model
+from cag.prompt import prompt_layout
+from cag.retrieval import Retriever
+from cag.store import Store
+from mot.translator import translate_chunk
+from mot.use import encoder_space, translator_for
+
+ROOT = Path(__file__).resolve().parents[1]
+QUESTION = "When did Hurricane Beatriz form and what damage did it cause?"
+
+
+def top_k_for(retriever: Retriever, question: str, target: int) -> int:
+    total = retriever.store.catalog.counts()["chunks"]
+    tokens = 0
+    for k, hit in enumerate(retriever.retrieve(question, total).results, 1):
+        tokens += hit.chunk.n_tokens
+        if tokens >= target:
+            return k
+    return total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--encoder", default="smollm2-135m")
+    parser.add_argument("--generator", default="qwen2.5-coder-0.5b")
+    parser.add_argument("--tokens", type=int, default=2048)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        store_dir = Path(tmp) / "store"
+        ingest([ROOT / "samples" / "corpus"], store_dir, IngestOptions(encoder=args.encoder, also_for=(args.generator,)))
+        lm = load_model(args.generator)
+        store = Store.open(store_dir)
+        retriever = Retriever(store)
+        top_k = top_k_for(retriever, QUESTION, args.tokens)
+        ask("warm-up", model=args.generator, top_k=1, mode="direct", max_new_tokens=1, lm=lm, retriever=retriever)
+        times = {"direct": [], "native": [], "translated (translating)": [], "translated (stored)": []}
+        answers, contexts = {}, {}
+        for _ in range(args.repeats):
+            for label in times:
+                mode = label.split(" ")[0]
+                if label == "translated (translating)":  # drop stored translations: translate now
+                    for space in store.spaces():
+                        if space.role == "translated":
+                            shutil.rmtree(store_dir / "caches" / space.key, ignore_errors=True)
+                result = ask(QUESTION, model=args.generator, top_k=top_k, mode=mode, max_new_tokens=8,
+                             lm=lm, retriever=retriever)
+                times[label].append(result.timings_ms["ttft"])
+                answers[label], contexts[label] = result.answer, result.context_tokens
+        ttft = {k: round(statistics.median(v), 1) for k, v in times.items()}
+        # translation vs the generator's prefill of the same chunks
+        chunks = [r.chunk for r in retriever.retrieve(QUESTION, top_k).results]
+        translator = translator_for(store, lm, "translated")
+        source = encoder_space(store)
+        caches = [load_chunk_cache(store.cache_path(source, c.text_sha256)) for c in chunks]
+        prefix = list(prompt_layout(lm.tokenizer).prefix_ids)
+        translate_s, prefill_s = [], []
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            translated = [translate_chunk(translator, c, lm, prefix) for c in caches]
+            translate_s.append(time.perf_counter() - t0)
+            ids = torch.cat([torch.tensor(prefix)] + [t.token_ids for t in translated])
+            t0 = time.perf_counter()
+            with torch.no_grad():
+                run_prefill(lm.model, ids, torch.arange(ids.numel()))
+            prefill_s.append(time.perf_counter() - t0)
+        target_tokens = sum(t.num_tokens for t in translated)
+    translate_med, prefill_med = statistics.median(translate_s), statistics.median(prefill_s)
+    result = {"date": time.strftime("%Y-%m-%d"), "threads": torch.get_num_threads(), "encoder": args.encoder,
+              "generator": args.generator, "top_k": top_k, "context_tokens": contexts, "ttft_median_ms": ttft,
+              "speedup_vs_direct": {k: round(ttft["direct"] / v, 2) for k, v in ttft.items()},
+              "answers": answers, "target_tokens": target_tokens,
+              "translate_ms": round(translate_med * 1e3, 1), "generator_prefill_ms": round(prefill_med * 1e3, 1),
+              "translation_cost_vs_prefill": round(translate_med / prefill_med, 4),
+              "translator_parameters": translator.parameter_count()}
+    out = ROOT / "benchmarks" / "results" / f"translated_speed-{args.generator}.json"
+    out.write_text(json.dumps(result, indent=2))
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

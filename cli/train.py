@@ -1,0 +1,125 @@
+"""`cag train`: learn a MoT translator (or a baseline) from a source model's caches to a target's."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from cag.defaults import DEFAULT_ENCODER, DEFAULT_GENERATOR
+from cli._errors import handle_errors
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_CORPUS = REPO / "data" / "corpus" / "wikitext2" / "train_raw_part.jsonl"
+DEFAULT_HELDOUT = REPO / "data" / "corpus" / "wikitext2" / "valid.jsonl"
+
+
+def _bars():
+    from mot.train import Progress as TrainProgress
+
+    class Bars(TrainProgress):
+        def __init__(self, progress: Progress):
+            self.progress, self.task = progress, None
+
+        def phase(self, name: str, total: int) -> None:
+            self.task = self.progress.add_task(name, total=total, info="")
+
+        def advance(self, n: int = 1, **info) -> None:
+            text = "  ".join(f"{k} {v:.4f}" for k, v in info.items())
+            self.progress.update(self.task, advance=n, info=text)
+    return Bars
+
+
+def _parse_window(window: str | None) -> list | None:
+    if window is None:
+        return None
+    try:
+        start, end = (int(x) for x in window.split(":"))
+    except ValueError:
+        from cag.errors import CagError
+        raise CagError(f"--window must look like START:END (target layers), not {window!r}.") from None
+    return [start, end]
+
+
+@handle_errors
+def train_command(
+    source: Annotated[str, typer.Option(help="Model whose chunk caches are translated (the encoder).")] = DEFAULT_ENCODER,
+    target: Annotated[str, typer.Option(help="Generator the caches are translated into.")] = DEFAULT_GENERATOR,
+    corpus: Annotated[list[Path] | None, typer.Option(help="Training text: .jsonl (field text) or "
+                                                           ".txt files or folders; repeatable.")] = None,
+    heldout: Annotated[list[Path] | None, typer.Option(help="Held-out text for evaluation.")] = None,
+    kind: Annotated[str, typer.Option(help="mot (experts + router) | single (one expert per layer) | "
+                                           "ridge (closed form, no training).")] = "mot",
+    mode: Annotated[str, typer.Option(help="full: every target layer translated (ask's default); "
+                                           "window: a window of layers, the generator replays the rest.")] = "full",
+    window: Annotated[str | None, typer.Option(help="mode window: target layers START:END "
+                                                    "(default: the middle third).")] = None,
+    experts: Annotated[int, typer.Option(min=1, help="Experts per K/V mixture (kind mot).")] = 4,
+    top_k: Annotated[int, typer.Option("--top-k", min=1, help="Experts mixed per token.")] = 2,
+    rank: Annotated[int, typer.Option(min=1, help="Hidden width of each expert's MLP.")] = 24,
+    steps: Annotated[int, typer.Option(min=0, help="Optimizer steps.")] = 300,
+    batch: Annotated[int, typer.Option(min=1, help="Windows per step.")] = 4,
+    lr: Annotated[float, typer.Option(help="Peak learning rate (AdamW, warmup + cosine).")] = 1e-3,
+    windows: Annotated[int, typer.Option(min=1, help="Training windows prepared from the corpus.")] = 256,
+    heldout_windows: Annotated[int, typer.Option(min=1, help="Held-out windows.")] = 32,
+    chunk_tokens: Annotated[int, typer.Option(min=4, help="Tokens per context chunk.")] = 64,
+    chunks: Annotated[int, typer.Option(min=1, help="Independently prefilled chunks per context.")] = 2,
+    continuation_tokens: Annotated[int, typer.Option(min=2, help="Continuation tokens per window.")] = 32,
+    eval_every: Annotated[int, typer.Option(min=1, help="Held-out evaluation every N steps.")] = 50,
+    checkpoint_every: Annotated[int, typer.Option(min=1, help="Checkpoint every N steps.")] = 25,
+    device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
+    seed: Annotated[int, typer.Option(help="Seed for window sampling and initialization.")] = 0,
+    qa_check: Annotated[int, typer.Option(min=0, help="After training, answer N SQuAD questions in direct "
+                                                      "and translated mode and record the retention "
+                                                      "(read by ask's --mode auto quality gate).")] = 0,
+    data: Annotated[Path | None, typer.Option(help="Folder for the prepared windows (default OUT/data); "
+                                                   "runs with the same models and window settings "
+                                                   "can share it.")] = None,
+    install: Annotated[bool, typer.Option(help="Copy the result into $CAG_HOME/translators/ so ask "
+                                               "and eval find it.")] = True,
+    out: Annotated[Path | None, typer.Option(help="Run folder (default runs/train-SOURCE-TARGET-KIND-MODE). "
+                                                  "Re-running the same command resumes it.")] = None,
+) -> None:
+    """Train a translator from SOURCE's chunk caches to TARGET's.
+
+    Prepares context windows (chunks prefilled independently by both models, the target's own
+    continuation as teacher) once, fits the closed-form ridge start, then trains with
+    reconstruction + context correction (KL and continuation K/V) + router balance losses.
+    Writes a run folder with config, metrics over time and the checkpoint (safetensors + JSON).
+    """
+    from mot.registry import file_stem, install as install_translator
+    from mot.train import TrainConfig, train
+
+    if qa_check and not install:
+        from cag.errors import CagError
+        raise CagError("--qa-check answers through the installed translator: drop --no-install.")
+    corpus = corpus or [DEFAULT_CORPUS]
+    heldout = heldout or [DEFAULT_HELDOUT]
+    run = out or Path("runs") / f"train-{file_stem(source, target, kind)}-{mode}"
+    cfg = TrainConfig(source=source, target=target, out=str(run), corpus=[str(p) for p in corpus],
+                      heldout_corpus=[str(p) for p in heldout], kind=kind, mode=mode,
+                      window=_parse_window(window), experts=experts, top_k=top_k, rank=rank,
+                      windows=windows, heldout_windows=heldout_windows, chunk_tokens=chunk_tokens,
+                      chunks=chunks, continuation_tokens=continuation_tokens, steps=steps, batch=batch,
+                      lr=lr, eval_every=eval_every, checkpoint_every=checkpoint_every, seed=seed,
+                      device=device, data=str(data) if data else None)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+               TextColumn("{task.fields[info]}"))
+    with Progress(*columns, console=Console(stderr=True)) as progress:
+        run = train(cfg, _bars()(progress))
+    checkpoint = run / "translator.safetensors"
+    if install:
+        installed = install_translator(checkpoint, source, target, kind)
+        typer.echo(f"Installed {installed}")
+    if qa_check:
+        from mot.qa_check import qa_check as run_qa_check
+        result = run_qa_check(checkpoint, source, target, kind, qa_check, run / "qa-check",
+                              reinstall=install)
+        typer.echo(f"QA check ({qa_check} SQuAD questions): direct F1 {result['direct_f1']}, "
+                   f"{kind} F1 {result['f1']}, retention {result['retention']}")
+    from mot.checkpoint import read_record
+    record = read_record(checkpoint)
+    held = record["spec"]["metrics"]["heldout"]
+    typer.echo(f"Translator {checkpoint} ({record['parameters']:,} parameters): held-out " +
+               "; ".join(f"{m}: KL {v['kl']}, top-1 {v['top1']}" for m, v in held.items() if isinstance(v, dict)))

@@ -1,0 +1,66 @@
+"""Translator checkpoints: weights in safetensors, the spec (both models' fingerprints and
+geometries, layer map, training config, held-out metrics) in a JSON file beside them.
+
+    NAME.safetensors   tensors (fp16 by default, to keep shipped files small)
+    NAME.json          {"spec": ..., "weights_sha256": ..., "fingerprint": ...}
+"""
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from cag.atomic import atomic_write, atomic_write_text
+from cag.errors import CagError
+from cag.models.fingerprint import sha256_hex
+from mot.translator import CHECKPOINT_FORMAT, Translator, TranslatorSpec
+
+_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+def save_translator(translator: Translator, path: Path, dtype: str = "fp16") -> Path:
+    """Write PATH.safetensors and PATH.json atomically; returns the .safetensors path."""
+    path = Path(path).with_suffix(".safetensors")
+    state = {k: v.detach().to(_DTYPES[dtype]).contiguous() for k, v in translator.state_dict().items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda tmp: save_file(state, str(tmp)))
+    data = path.read_bytes()
+    reloaded = load_translator_weights(translator.spec, path)
+    record = {"spec": translator.spec.to_dict(), "weights_sha256": sha256_hex(data),
+              "weights_dtype": dtype, "fingerprint": reloaded.fingerprint(),
+              "parameters": translator.parameter_count()}
+    atomic_write_text(path.with_suffix(".json"), json.dumps(record, indent=2))
+    return path
+
+
+def load_translator_weights(spec: TranslatorSpec, path: Path) -> Translator:
+    translator = Translator(spec)
+    state = {k: v.float() for k, v in load_file(str(path)).items()}
+    translator.load_state_dict(state)
+    return translator.eval()
+
+
+def read_record(path: Path) -> dict:
+    path = Path(path).with_suffix(".json")
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise CagError(f"Cannot read translator record {path}: {exc}") from exc
+    if record.get("spec", {}).get("format_version") != CHECKPOINT_FORMAT:
+        raise CagError(f"Translator {path} has another checkpoint format; retrain it with `cag train`.")
+    return record
+
+
+def load_translator(path: Path) -> Translator:
+    """Load and verify (sha256 of the weights file) a translator checkpoint."""
+    path = Path(path).with_suffix(".safetensors")
+    record = read_record(path)
+    if not path.is_file():
+        raise CagError(f"Translator weights {path} are missing.")
+    if sha256_hex(path.read_bytes()) != record["weights_sha256"]:
+        raise CagError(f"Translator weights {path} do not match their record (corrupt or replaced); "
+                       "retrain or re-copy it.")
+    translator = load_translator_weights(TranslatorSpec.from_dict(record["spec"]), path)
+    translator.checkpoint_path = path
+    return translator

@@ -1,0 +1,86 @@
+"""Where translators live and how ask/eval find the one for an (encoder, generator) pair.
+
+Searched in order: $CAG_HOME/translators/ (what `cag train` installs) and the repository's
+shipped `translators/` folder. A file is NAME.safetensors + NAME.json; it is chosen by the
+fingerprints recorded in its JSON (never by name alone), so a stale translator is never used.
+"""
+
+import json
+import logging
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from cag.home import cag_home
+
+log = logging.getLogger(__name__)
+SHIPPED = Path(__file__).resolve().parent.parent / "translators"
+MODE_KIND = {"translated": "mot", "single": "single", "ridge": "ridge"}  # ask/eval mode -> kind
+
+
+def translator_dirs() -> list[Path]:
+    return [cag_home() / "translators", SHIPPED]
+
+
+def file_stem(source: str, target: str, kind: str) -> str:
+    clean = lambda name: "".join(c if c.isalnum() or c in ".-" else "_" for c in Path(name).name)
+    return f"{clean(source)}__{clean(target)}__{kind}"
+
+
+@dataclass
+class Found:
+    path: Path | None  # the .safetensors file, or None
+    reason: str  # why none was found (for messages)
+    record: dict | None = None
+
+
+def find_translator(source_fingerprint: str, target_fingerprint: str, kind: str,
+                    source_name: str = "the encoder", target_name: str = "the generator") -> Found:
+    stale = []
+    for folder in translator_dirs():
+        for path in sorted(folder.glob("*.json")):
+            try:
+                record = json.loads(path.read_text())
+                spec = record["spec"]
+            except (OSError, json.JSONDecodeError, KeyError):
+                log.warning("ignoring unreadable translator record %s", path)
+                continue
+            if spec.get("kind") != kind:
+                continue
+            same_names = (spec["source"]["name"], spec["target"]["name"]) == (source_name, target_name)
+            if (spec["source"]["fingerprint"], spec["target"]["fingerprint"]) == (source_fingerprint, target_fingerprint):
+                return Found(path.with_suffix(".safetensors"), "", record)
+            if same_names:
+                stale.append(path)
+    if stale:
+        return Found(None, f"the {kind} translator {stale[0]} was trained for other versions of "
+                           f"{source_name} / {target_name} (fingerprint mismatch): retrain it with "
+                           f"`cag train --source {source_name} --target {target_name} --kind {kind}`")
+    return Found(None, f"no {kind} translator from {source_name} to {target_name}: train one with "
+                       f"`cag train --source {source_name} --target {target_name} --kind {kind}`")
+
+
+def translators_of_kind(kind: str) -> list[Path]:
+    """Records of this kind on disk (a cheap look before loading models to compare fingerprints)."""
+    found = []
+    for folder in translator_dirs():
+        for path in sorted(folder.glob("*.json")):
+            try:
+                if json.loads(path.read_text())["spec"].get("kind") == kind:
+                    found.append(path)
+            except (OSError, json.JSONDecodeError, KeyError):
+                continue
+    return found
+
+
+def install(checkpoint: Path, source: str, target: str, kind: str) -> Path:
+    """Copy a trained checkpoint (NAME.safetensors + NAME.json) into $CAG_HOME/translators/."""
+    folder = cag_home() / "translators"
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = folder / file_stem(source, target, kind)
+    checkpoint = Path(checkpoint).with_suffix(".safetensors")
+    for suffix in (".safetensors", ".json"):
+        tmp = stem.with_name(f".tmp-{stem.name}{suffix}")
+        shutil.copyfile(checkpoint.with_suffix(suffix), tmp)
+        tmp.replace(stem.with_suffix(suffix))
+    return stem.with_suffix(".safetensors")

@@ -1,0 +1,341 @@
+"""`cag train`: learn a translator for one (source model, target model) pair.
+
+Run folder (resumable; a killed run continues from its last checkpoint):
+    config.json            the TrainConfig
+    data/train/*.safetensors, data/heldout/*.safetensors
+                           prepared windows (model outputs computed once; reused every step)
+    state.safetensors, state.json
+                           translator + optimizer state and the step, written every checkpoint
+    metrics.jsonl          training losses and held-out evaluations over time
+    translator.safetensors, translator.json
+                           the final checkpoint, with its held-out diagnostics
+"""
+
+import json
+import logging
+import math
+import random
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from cag.atomic import atomic_write, atomic_write_text
+from cag.errors import CagError
+from cag.faults import fault_point
+from cag.kv.chunk_cache import run_prefill
+from cag.models import load_model
+from cag.prompt import prompt_layout
+from mot.checkpoint import save_translator
+from mot.data import load_window, make_windows, prepare_window, read_paragraphs, save_window
+from mot.ridge import RidgeFit
+from mot.step import chunk_weights, run_window
+from mot.translator import Translator, make_spec
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainConfig:
+    source: str
+    target: str
+    out: str
+    corpus: list = field(default_factory=list)
+    heldout_corpus: list = field(default_factory=list)
+    kind: str = "mot"  # mot | single | ridge
+    mode: str = "full"  # full | window
+    window: list | None = None  # [start, end) target layers for mode window; default the middle third
+    experts: int = 4
+    top_k: int = 2
+    rank: int = 24
+    router_hidden: int = 32
+    pairs_per_layer: int = 2
+    windows: int = 256
+    heldout_windows: int = 32
+    chunk_tokens: int = 64
+    chunks: int = 2
+    continuation_tokens: int = 32
+    teacher_top_k: int = 32
+    steps: int = 300
+    batch: int = 4
+    lr: float = 1e-3
+    warmup: int = 20
+    weight_decay: float = 0.01
+    ridge_lambda: float = 1e-2
+    w_reconstruction: float = 1.0
+    w_kl: float = 1.0
+    w_continuation_kv: float = 0.5
+    w_balance: float = 0.01
+    eval_every: int = 50
+    checkpoint_every: int = 25
+    seed: int = 0
+    device: str = "cpu"
+    dtype: str = "fp16"  # of the saved translator weights
+    data: str | None = None  # prepared windows folder (default OUT/data); shareable between runs
+
+
+class Progress:
+    """Callbacks for long phases (the CLI draws bars); the default prints nothing."""
+
+    def phase(self, name: str, total: int) -> None: ...
+
+    def advance(self, n: int = 1, **info) -> None: ...
+
+
+def check_config(cfg: TrainConfig) -> None:
+    if cfg.kind not in ("mot", "single", "ridge"):
+        raise CagError(f"Unknown translator kind {cfg.kind!r}; choose mot, single or ridge.")
+    if cfg.mode not in ("full", "window"):
+        raise CagError(f"Unknown mode {cfg.mode!r}; choose full or window.")
+    if cfg.steps < 0 or cfg.windows < 1 or cfg.batch < 1:
+        raise CagError("--steps must be >= 0, --windows and --batch >= 1.")
+    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
+        raise CagError(f"--device {cfg.device}: no CUDA device is available here; use --device cpu.")
+
+
+def default_window(target_layers: int) -> list:
+    third = max(1, target_layers // 3)
+    return [third, min(target_layers, 2 * third)]
+
+
+def train(cfg: TrainConfig, progress: Progress | None = None) -> Path:
+    progress = progress or Progress()
+    check_config(cfg)
+    run = Path(cfg.out)
+    _start_or_resume(run, cfg)
+    torch.manual_seed(cfg.seed)
+    source = load_model(cfg.source, device=cfg.device)
+    target = load_model(cfg.target, device=cfg.device)
+    for p in target.model.parameters():
+        p.requires_grad_(False)
+    s_prefix = prompt_layout(source.tokenizer).prefix_ids
+    t_prefix = prompt_layout(target.tokenizer).prefix_ids
+    if cfg.mode == "window" and cfg.window is None:
+        cfg.window = default_window(target.geometry.num_layers)
+    data = Path(cfg.data) if cfg.data else run / "data"
+    _check_data_folder(data, cfg, source, target)
+    train_set = _prepared(data / "train", cfg.corpus, cfg.windows, cfg, source, target,
+                          s_prefix, t_prefix, progress, seed=cfg.seed)
+    heldout = _prepared(data / "heldout", cfg.heldout_corpus, cfg.heldout_windows, cfg, source,
+                        target, s_prefix, t_prefix, progress, seed=cfg.seed + 1)
+    spec = make_spec(cfg.kind, source, target, cfg.pairs_per_layer, cfg.experts, cfg.top_k, cfg.rank,
+                     cfg.router_hidden)
+    translator = Translator(spec).to(cfg.device)
+    prefix_kv = run_prefill(target.model, torch.tensor(t_prefix), torch.arange(len(t_prefix))) if t_prefix else None
+    started = time.perf_counter()
+    ridge = _fit_ridge(translator, train_set, len(t_prefix), cfg, progress)
+    log.info("ridge fit on %d tokens in %.1f s", ridge["tokens"], time.perf_counter() - started)
+    ridge["seconds"] = time.perf_counter() - started
+    metrics_path = run / "metrics.jsonl"
+    if cfg.kind != "ridge" and cfg.steps > 0:
+        _optimize(translator, target, prefix_kv, len(t_prefix), train_set, heldout, cfg, run,
+                  metrics_path, progress)
+    translator.eval()
+    final = evaluate(translator, target, prefix_kv, len(t_prefix), heldout, cfg)
+    spec.training = {**asdict(cfg), "train_tokens": ridge["tokens"],
+                     "train_seconds": round(_train_seconds(metrics_path) + ridge["seconds"], 1),
+                     "parameters": translator.parameter_count(),
+                     "target_parameters": sum(p.numel() for p in target.model.parameters())}
+    spec.metrics = {"heldout": final}
+    _append(metrics_path, {"event": "final", **final})
+    save_translator(translator, run / "translator", cfg.dtype)
+    return run
+
+
+def _train_seconds(metrics_path: Path) -> float:
+    """Seconds spent in optimizer steps (over all sessions of a resumed run), from the metrics."""
+    if not metrics_path.is_file():
+        return 0.0
+    records = [json.loads(line) for line in metrics_path.read_text().splitlines() if line.strip()]
+    return sum(r.get("seconds", 0.0) for r in records if "step" in r)
+
+
+def _start_or_resume(run: Path, cfg: TrainConfig) -> None:
+    path = run / "config.json"
+    wanted = asdict(cfg)
+    if path.is_file():
+        previous = json.loads(path.read_text())
+        if previous != wanted:
+            raise CagError(f"Run folder {run} holds a training run with another config; pass another "
+                           "--out or delete that folder.")
+        return
+    run.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(wanted, indent=2))
+
+
+def _check_data_folder(data: Path, cfg: TrainConfig, source, target) -> None:
+    """Prepared windows depend on both models, the corpora and the window shape: a data folder
+    records them and refuses to be reused for anything else."""
+    wanted = {"source": source.fingerprint, "target": target.fingerprint, "corpus": cfg.corpus,
+              "heldout_corpus": cfg.heldout_corpus, "chunk_tokens": cfg.chunk_tokens,
+              "chunks": cfg.chunks, "continuation_tokens": cfg.continuation_tokens,
+              "teacher_top_k": cfg.teacher_top_k, "seed": cfg.seed}
+    path = data / "data.json"
+    if path.is_file():
+        have = json.loads(path.read_text())
+        if have != wanted:
+            raise CagError(f"Prepared data in {data} was made for other models or window settings; "
+                           "use another --data folder.")
+        return
+    data.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(wanted, indent=2))
+
+
+def _prepared(folder: Path, corpus: list, count: int, cfg: TrainConfig, source, target, s_prefix,
+              t_prefix, progress: Progress, seed: int) -> list:
+    """Prepared windows from `corpus` (cached in `folder`; missing ones are computed)."""
+    if not corpus:
+        raise CagError("No corpus given: pass --corpus (and --heldout) paths.")
+    paragraphs = read_paragraphs([Path(p) for p in corpus])
+    texts = make_windows(paragraphs, source.tokenizer, count, cfg.chunk_tokens, cfg.chunks,
+                         cfg.continuation_tokens, seed)
+    if not texts:
+        raise CagError(f"No paragraph in {', '.join(map(str, corpus))} is long enough for a window of "
+                       f"{cfg.chunks} x {cfg.chunk_tokens} + {cfg.continuation_tokens} tokens.")
+    if len(texts) < count:
+        log.warning("only %d windows of the %d asked fit in %s", len(texts), count, corpus)
+    folder.mkdir(parents=True, exist_ok=True)
+    progress.phase(f"preparing {folder.name} windows", len(texts))
+    windows = []
+    for i, text in enumerate(texts):
+        path = folder / f"w{i:05d}.safetensors"
+        if not path.is_file():
+            save_window(prepare_window(text, source, target, s_prefix, t_prefix, cfg.teacher_top_k), path)
+        windows.append(load_window(path))
+        progress.advance()
+    return windows
+
+
+def _fit_ridge(translator, windows: list, prefix_len: int, cfg: TrainConfig, progress) -> dict:
+    fit = RidgeFit(translator)
+    progress.phase("ridge fit", len(windows))
+    for window in windows:
+        pos = prefix_len
+        for chunk in window.chunks:
+            weights, _ = chunk_weights(chunk)
+            positions = torch.arange(pos, pos + chunk.tgt_ids.numel())
+            fit.add(chunk.src_keys, chunk.src_values, weights, chunk.tgt_keys, chunk.tgt_values, positions)
+            pos += chunk.tgt_ids.numel()
+        progress.advance()
+    return fit.solve(cfg.ridge_lambda)
+
+
+def _lr_at(step: int, cfg: TrainConfig) -> float:
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    progress = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    return cfg.lr * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+def _trainable(translator) -> list:
+    """Parameters to train (all, from the ridge start; in window mode only the window's layers)."""
+    return [p for p in translator.parameters() if p.requires_grad]
+
+
+def _optimize(translator, target, prefix_kv, prefix_len, train_set, heldout, cfg, run, metrics_path, progress):
+    if cfg.mode == "window":
+        for layer, mod in enumerate(translator.layers):
+            if not cfg.window[0] <= layer < cfg.window[1]:
+                mod.requires_grad_(False)
+    params = _trainable(translator)
+    optimizer = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    step = _load_state(run, translator, optimizer)
+    _drop_records_after(metrics_path, step)  # steps after the last checkpoint are redone
+    rng = random.Random(cfg.seed * 1000 + step)
+    progress.phase("training", cfg.steps)
+    progress.advance(step)
+    translator.train()
+    while step < cfg.steps:
+        for group in optimizer.param_groups:
+            group["lr"] = _lr_at(step, cfg)
+        began = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        totals = {"loss": 0.0, "reconstruction": 0.0, "kl": 0.0, "continuation_kv": 0.0, "top1": 0.0}
+        for window in rng.sample(train_set, min(cfg.batch, len(train_set))):
+            r = run_window(translator, target, prefix_kv, prefix_len, window, cfg.mode, cfg.window)
+            loss = (cfg.w_reconstruction * r.reconstruction + cfg.w_kl * r.kl
+                    + cfg.w_continuation_kv * r.continuation_kv + cfg.w_balance * r.balance) / cfg.batch
+            loss.backward()
+            for name, value in (("loss", loss * cfg.batch), ("reconstruction", r.reconstruction),
+                                ("kl", r.kl), ("continuation_kv", r.continuation_kv), ("top1", r.top1)):
+                totals[name] += float(value.detach() if torch.is_tensor(value) else value) / cfg.batch
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        optimizer.step()
+        step += 1
+        record = {"step": step, "lr": _lr_at(step - 1, cfg), "seconds": round(time.perf_counter() - began, 3),
+                  **{k: round(v, 5) for k, v in totals.items()}}
+        if step % cfg.eval_every == 0 or step == cfg.steps:
+            translator.eval()
+            record["heldout"] = evaluate(translator, target, prefix_kv, prefix_len, heldout, cfg,
+                                         diagnostics=False)
+            translator.train()
+        _append(metrics_path, record)
+        if step % cfg.checkpoint_every == 0 or step == cfg.steps:
+            _save_state(run, translator, optimizer, step)
+            fault_point("train_checkpoint")
+        progress.advance(1, loss=totals["loss"], kl=totals["kl"])
+
+
+@torch.no_grad()
+def evaluate(translator, target, prefix_kv, prefix_len, windows, cfg, diagnostics: bool = True) -> dict:
+    """Held-out means: reconstruction nMSE, KL and top-1 agreement vs the native teacher in the
+    translator's mode; with diagnostics also the other mode and the no-context floor."""
+    def mean_over(mode, with_context=True, window=None):
+        sums = {"reconstruction": 0.0, "kl": 0.0, "top1": 0.0, "misaligned": 0}
+        for w in windows:
+            r = run_window(translator, target, prefix_kv, prefix_len, w, mode, window, with_context)
+            sums["reconstruction"] += float(r.reconstruction) / len(windows)
+            sums["kl"] += float(r.kl) / len(windows)
+            sums["top1"] += float(r.top1) / len(windows)
+            sums["misaligned"] += r.misaligned
+        return {k: round(v, 5) if isinstance(v, float) else v for k, v in sums.items()}
+
+    result = {cfg.mode: mean_over(cfg.mode, window=cfg.window)}
+    if diagnostics:
+        other = "window" if cfg.mode == "full" else "full"
+        window = cfg.window or default_window(target.geometry.num_layers)
+        result[other] = mean_over(other, window=window)
+        none = mean_over("full", with_context=False)
+        result["none"] = {"kl": none["kl"], "top1": none["top1"]}
+        result["window_layers"] = window
+    return result
+
+
+def _drop_records_after(path: Path, step: int) -> None:
+    if not path.is_file():
+        return
+    kept = [line for line in path.read_text().splitlines()
+            if line.strip() and json.loads(line).get("step", 0) <= step and "event" not in json.loads(line)]
+    atomic_write_text(path, "".join(line + "\n" for line in kept))
+
+
+def _append(path: Path, record: dict) -> None:
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record) + "\n")
+
+
+def _save_state(run: Path, translator, optimizer, step: int) -> None:
+    tensors = {f"model.{k}": v.detach().cpu().contiguous() for k, v in translator.state_dict().items()}
+    for i, state in optimizer.state_dict()["state"].items():
+        for name, value in state.items():
+            tensors[f"opt.{i}.{name}"] = torch.as_tensor(value).detach().cpu().contiguous()
+    atomic_write(run / "state.safetensors", lambda tmp: save_file(tensors, str(tmp)))
+    atomic_write_text(run / "state.json", json.dumps({"step": step}))
+
+
+def _load_state(run: Path, translator, optimizer) -> int:
+    if not (run / "state.json").is_file():
+        return 0
+    step = json.loads((run / "state.json").read_text())["step"]
+    tensors = load_file(str(run / "state.safetensors"))
+    translator.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+    state = optimizer.state_dict()
+    for key, value in tensors.items():
+        if key.startswith("opt."):
+            _, index, name = key.split(".", 2)
+            state["state"].setdefault(int(index), {})[name] = value
+    optimizer.load_state_dict(state)
+    log.info("resumed %s at step %d", run, step)
+    return step

@@ -1,0 +1,187 @@
+"""A translator from one model's chunk caches to another's: per target layer, K and V mixtures.
+
+    source chunk (encoder K/V, token offsets, text)
+      -> target tokenization of the same text, alignment weights (T_t, T_s)
+      -> per target layer l: x = W @ [K, V of source layers paired with l] (+ target position)
+      -> K_l = mixture_k[l](x), V_l = mixture_v[l](x)   (T_t, kv_heads_t * head_dim_t)
+      -> a ChunkCache in the target's space (rotary targets: position-free keys; the target's own
+         rotary is applied at assembly)
+"""
+
+import json
+from dataclasses import asdict, dataclass, field
+
+import torch
+from torch import nn
+
+from cag.errors import CagError
+from cag.kv.chunk_cache import ChunkCache, ChunkMeta, ids_sha256, tokenize_chunk
+from cag.models.fingerprint import sha256_hex
+from mot.alignment import align
+from mot.features import feature_dim, layer_features, position_features, unflatten_heads
+from mot.layer_map import pair_layers
+from mot.mixture import KINDS, Mixture
+
+CHECKPOINT_FORMAT = 1
+
+
+@dataclass
+class ModelSide:
+    """What a translator knows about one of its two models."""
+
+    name: str
+    fingerprint: str
+    tokenizer_fingerprint: str
+    geometry: dict  # KVGeometry.to_dict()
+
+    @classmethod
+    def of(cls, lm) -> "ModelSide":
+        return cls(lm.name, lm.fingerprint, lm.tokenizer_fingerprint, lm.geometry.to_dict())
+
+    @property
+    def num_layers(self) -> int:
+        return self.geometry["num_layers"]
+
+    @property
+    def kv_width(self) -> int:
+        return self.geometry["kv_heads"] * self.geometry["head_dim"]
+
+    @property
+    def is_rotary(self) -> bool:
+        return self.geometry["positions"]["kind"] == "rotary"
+
+
+@dataclass
+class TranslatorSpec:
+    kind: str
+    source: ModelSide
+    target: ModelSide
+    layer_map: list  # per target layer: the source layers it reads
+    experts: int = 4
+    top_k: int = 2
+    rank: int = 24
+    router_hidden: int = 32
+    position_dim: int = 0  # > 0 for absolute-position targets (GPT-2, OPT)
+    training: dict = field(default_factory=dict)
+    metrics: dict = field(default_factory=dict)  # held-out diagnostics, QA retention
+    format_version: int = CHECKPOINT_FORMAT
+
+    @property
+    def in_dim(self) -> int:
+        return feature_dim(self.source.kv_width, len(self.layer_map[0]), self.position_dim)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TranslatorSpec":
+        data = dict(data)
+        data["source"], data["target"] = ModelSide(**data["source"]), ModelSide(**data["target"])
+        return cls(**data)
+
+
+def make_spec(kind: str, source_lm, target_lm, pairs_per_layer: int = 2, experts: int = 4,
+              top_k: int = 2, rank: int = 24, router_hidden: int = 32) -> TranslatorSpec:
+    if kind not in KINDS:
+        raise CagError(f"Unknown translator kind {kind!r}; choose one of {', '.join(KINDS)}.")
+    if experts < 1 or not 1 <= top_k <= experts:
+        raise CagError(f"Need experts >= 1 and 1 <= top-k <= experts (got {experts}, {top_k}).")
+    source, target = ModelSide.of(source_lm), ModelSide.of(target_lm)
+    layer_map = pair_layers(source.num_layers, target.num_layers, pairs_per_layer)
+    return TranslatorSpec(kind, source, target, layer_map, experts, top_k, rank, router_hidden,
+                          position_dim=0 if target.is_rotary else 32)
+
+
+class LayerTranslator(nn.Module):
+    def __init__(self, spec: TranslatorSpec):
+        super().__init__()
+        args = dict(kind=spec.kind, experts=spec.experts, top_k=spec.top_k, rank=spec.rank,
+                    router_hidden=spec.router_hidden)
+        self.k = Mixture(spec.in_dim, spec.target.kv_width, **args)
+        self.v = Mixture(spec.in_dim, spec.target.kv_width, **args)
+
+
+class Translator(nn.Module):
+    def __init__(self, spec: TranslatorSpec):
+        super().__init__()
+        self.spec = spec
+        self.layers = nn.ModuleList(LayerTranslator(spec) for _ in spec.layer_map)
+
+    @property
+    def kind(self) -> str:
+        return self.spec.kind
+
+    def parameter_count(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+    def fingerprint(self) -> str:
+        """sha256 over the spec's identity (not its metrics) and every tensor's bytes."""
+        from cag.models.fingerprint import tensors_digest
+        identity = {k: v for k, v in self.spec.to_dict().items() if k not in ("metrics", "training")}
+        return sha256_hex(json.dumps(identity, sort_keys=True).encode() + tensors_digest(self).encode())
+
+    def layer_inputs(self, src_keys: list, src_values: list, weights: torch.Tensor,
+                     positions: torch.Tensor | None = None) -> list[torch.Tensor]:
+        """Per target layer (T_t, F): aligned source features (+ target position features)."""
+        inputs = []
+        pos = None
+        weights = weights.to(self.layers[0].k.base.weight.device)
+        if self.spec.position_dim:
+            pos = position_features(positions, self.spec.position_dim).to(weights.device)
+        for source_layers in self.spec.layer_map:
+            x = weights @ layer_features(src_keys, src_values, source_layers).to(weights.device)  # (T_t, F)
+            inputs.append(torch.cat([x, pos], dim=-1) if pos is not None else x)
+        return inputs
+
+    def forward(self, src_keys: list, src_values: list, weights: torch.Tensor,
+                positions: torch.Tensor | None = None) -> tuple[list, list, torch.Tensor]:
+        """Target per-layer K, V (kv_heads_t, T_t, head_dim_t) and the summed router balance loss."""
+        heads = self.spec.target.geometry["kv_heads"]
+        keys, values, balance = [], [], weights.new_zeros(())
+        for layer, x in zip(self.layers, self.layer_inputs(src_keys, src_values, weights, positions)):
+            k, aux_k = layer.k(x)
+            v, aux_v = layer.v(x)
+            keys.append(unflatten_heads(k, heads))
+            values.append(unflatten_heads(v, heads))
+            balance = balance + aux_k + aux_v
+        return keys, values, balance / max(1, 2 * len(self.layers))
+
+
+def check_models(translator: Translator, source_fingerprint: str, target_lm) -> None:
+    spec = translator.spec
+    if spec.target.fingerprint != target_lm.fingerprint:
+        raise CagError(f"Translator {spec.source.name} -> {spec.target.name} ({spec.kind}) was trained "
+                       f"for target fingerprint {spec.target.fingerprint[:12]}, but {target_lm.name} is "
+                       f"{target_lm.fingerprint[:12]}: retrain it with `cag train`.")
+    if spec.source.fingerprint != source_fingerprint:
+        raise CagError(f"This chunk cache was prefilled by a model with fingerprint "
+                       f"{source_fingerprint[:12]}, but translator {spec.source.name} -> "
+                       f"{spec.target.name} reads caches of {spec.source.name} "
+                       f"({spec.source.fingerprint[:12]}): re-ingest with that encoder or train "
+                       "a translator for this one.")
+
+
+@torch.no_grad()
+def translate_chunk(translator: Translator, chunk: ChunkCache, target_lm, target_prefix=(),
+                    position_start: int | None = None) -> ChunkCache:
+    """`chunk` (the encoder's) as a chunk cache of `target_lm`, placed after `target_prefix`."""
+    check_models(translator, chunk.meta.model_fingerprint, target_lm)
+    if not chunk.text:
+        raise CagError("This chunk cache holds no text, so it cannot be aligned for translation.")
+    t_ids, t_offsets = tokenize_chunk(target_lm.tokenizer, chunk.text)
+    weights = align(chunk.text, t_offsets, chunk.offsets).weights
+    prefix = torch.as_tensor(list(target_prefix), dtype=torch.int64)
+    start = prefix.numel() if position_start is None else int(position_start)
+    positions = torch.arange(start, start + t_ids.numel())
+    keys, values, _ = translator(chunk.keys, chunk.values, weights, positions)
+    geometry = target_lm.geometry
+    meta = ChunkMeta(
+        model_name=target_lm.name, model_fingerprint=target_lm.fingerprint,
+        tokenizer_fingerprint=target_lm.tokenizer_fingerprint, family=geometry.family,
+        num_layers=geometry.num_layers, kv_heads=geometry.kv_heads, head_dim=geometry.head_dim,
+        position_start=start, rotary_removed=geometry.is_rotary,
+        prefix_sha256=ids_sha256(prefix.tolist()) if prefix.numel() else "",
+        prefix_tokens=prefix.numel(), text_sha256=chunk.meta.text_sha256,
+        doc_id=chunk.meta.doc_id, chunk_index=chunk.meta.chunk_index)
+    return ChunkCache([k.contiguous() for k in keys], [v.contiguous() for v in values], t_ids,
+                      t_offsets, meta, chunk.text)

@@ -1,0 +1,155 @@
+"""`cag train` with tiny models: run folder, install, resume after kill -9; translated answers in
+`cag ask` (end to end, the quality gate) and `cag eval`."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cli.main import app
+
+runner = CliRunner()
+SQUAD5 = Path(__file__).parent.parent / "eval" / "squad5.jsonl"
+SENTENCES = ["The European lobster may grow to a length of 60 cm.", "Mount Elbert is 14,440 feet high.",
+             "Hurricane Beatriz formed in June 2011 near Mexico.", "It is blue in life and red after cooking.",
+             "Samuel Hitt Elbert was a governor.", "Upsilon Andromedae b was found in 1996."]
+
+
+def invoke(*args):
+    return runner.invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
+
+
+@pytest.fixture
+def text_corpus(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    rows = [{"text": " ".join(SENTENCES[(i + j) % len(SENTENCES)] for j in range(8))} for i in range(12)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def train_args(tiny_models, corpus, out, kind="mot", steps=4):
+    return ["train", "--source", tiny_models["encoder"], "--target", tiny_models["generator"],
+            "--corpus", corpus, "--heldout", corpus, "--kind", kind, "--steps", steps, "--windows", 6,
+            "--heldout-windows", 2, "--chunk-tokens", 16, "--continuation-tokens", 8, "--eval-every", 2,
+            "--checkpoint-every", 2, "--out", out]
+
+
+def test_train_writes_run_folder_and_installs(tiny_models, text_corpus, tmp_path, cag_home):
+    out = tmp_path / "run"
+    result = invoke(*train_args(tiny_models, text_corpus, out))
+    assert result.exit_code == 0, result.output
+    for name in ("config.json", "metrics.jsonl", "translator.safetensors", "translator.json", "state.json"):
+        assert (out / name).is_file(), name
+    record = json.loads((out / "translator.json").read_text())
+    spec = record["spec"]
+    assert spec["kind"] == "mot" and spec["experts"] == 4 and spec["top_k"] == 2
+    assert len(spec["layer_map"]) == spec["target"]["geometry"]["num_layers"]
+    assert spec["source"]["geometry"]["family"] == "llama" and spec["target"]["geometry"]["family"] == "qwen2"
+    held = spec["metrics"]["heldout"]
+    assert set(held) >= {"full", "window", "none"} and held["full"]["kl"] >= 0
+    assert spec["training"]["steps"] == 4 and spec["training"]["train_seconds"] > 0
+    steps = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in steps if "step" in r] == [1, 2, 3, 4]
+    assert "heldout" in steps[1]
+    assert list((cag_home / "translators").glob("*__mot.safetensors"))
+
+
+def test_killed_training_resumes_from_its_checkpoint(tiny_models, text_corpus, tmp_path):
+    out = tmp_path / "run"
+    args = [sys.executable, "-m", "cli", *map(str, train_args(tiny_models, text_corpus, out, steps=6))]
+    env = {**os.environ, "CAG_FAULT": "train_checkpoint:2"}  # killed right after the step-4 checkpoint
+    killed = subprocess.run(args, env=env, capture_output=True, text=True)
+    assert killed.returncode == -9, killed.stderr
+    assert json.loads((out / "state.json").read_text())["step"] == 4
+    assert not (out / "translator.safetensors").exists()
+    done = subprocess.run(args, capture_output=True, text=True, env={k: v for k, v in os.environ.items() if k != "CAG_FAULT"})
+    assert done.returncode == 0, done.stderr
+    steps = [json.loads(l)["step"] for l in (out / "metrics.jsonl").read_text().splitlines()
+             if "step" in json.loads(l)]
+    assert steps == [1, 2, 3, 4, 5, 6]  # each step once
+    assert (out / "translator.safetensors").is_file()
+
+
+def test_bad_train_input(tiny_models, text_corpus, tmp_path):
+    result = invoke(*train_args(tiny_models, text_corpus, tmp_path / "a", kind="linear"))
+    assert result.exit_code == 1 and "Unknown translator kind 'linear'" in result.output
+    result = invoke(*train_args(tiny_models, tmp_path / "missing.jsonl", tmp_path / "b"))
+    assert result.exit_code == 1 and "does not exist" in result.output
+    result = invoke(*train_args(tiny_models, text_corpus, tmp_path / "c"), "--device", "cuda:0")
+    if not __import__("torch").cuda.is_available():
+        assert result.exit_code == 1 and "no CUDA device" in result.output
+    result = invoke(*train_args(tiny_models, text_corpus, tmp_path / "d"), "--mode", "window", "--window", "3")
+    assert result.exit_code == 1 and "START:END" in result.output
+
+
+@pytest.fixture
+def trained_store(tiny_models, text_corpus, corpus, tmp_path):
+    for kind in ("mot", "ridge"):
+        result = invoke(*train_args(tiny_models, text_corpus, tmp_path / f"run-{kind}", kind=kind))
+        assert result.exit_code == 0, result.output
+    store = tmp_path / "store"
+    result = invoke("ingest", corpus, "--store", store, "--encoder", tiny_models["encoder"], "--chunk-tokens", 32)
+    assert result.exit_code == 0, result.output
+    return store
+
+
+def ask_json(store, tiny_models, *extra):
+    result = invoke("ask", "How long can the European lobster grow?", "--store", store, "--model",
+                    tiny_models["generator"], "--json", "--max-new-tokens", 4, "--top-k", 2, *extra)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_ask_translated_end_to_end_and_reuses_translated_caches(trained_store, tiny_models):
+    first = ask_json(trained_store, tiny_models, "--mode", "translated")
+    assert first["mode"] == "translated" and first["context_tokens"] > 0
+    assert first["timings_ms"]["translate"] > 0
+    spaces = [json.loads(p.read_text()) for p in (trained_store / "caches").glob("*/model.json")]
+    assert any(s["role"] == "translated" for s in spaces)
+    again = ask_json(trained_store, tiny_models, "--mode", "translated")
+    assert again["timings_ms"]["translate"] == 0  # stored translated caches reused
+    assert again["answer"] == first["answer"]
+    assert ask_json(trained_store, tiny_models, "--mode", "ridge")["mode"] == "ridge"
+    missing = invoke("ask", "Q?", "--store", trained_store, "--model", tiny_models["generator"], "--mode", "single")
+    assert missing.exit_code == 1 and "no single translator" in missing.output
+
+
+def test_auto_mode_quality_gate(trained_store, tiny_models, cag_home):
+    auto = ask_json(trained_store, tiny_models)
+    assert auto["mode"] == "direct" and "no recorded QA retention" in " ".join(auto["notes"])
+    record_path = next((cag_home / "translators").glob("*__mot.json"))
+    record = json.loads(record_path.read_text())
+    record["spec"]["metrics"]["qa"] = {"retention": 0.7}
+    record_path.write_text(json.dumps(record))
+    assert ask_json(trained_store, tiny_models)["mode"] == "translated"
+    gated = ask_json(trained_store, tiny_models, "--min-retention", 0.8)
+    assert gated["mode"] == "direct" and "below the 0.80 threshold" in " ".join(gated["notes"])
+
+
+def test_stale_translator_is_refused(trained_store, tiny_models, cag_home):
+    record_path = next((cag_home / "translators").glob("*__mot.json"))
+    record = json.loads(record_path.read_text())
+    record["spec"]["target"]["fingerprint"] = "0" * 64
+    record_path.write_text(json.dumps(record))
+    result = invoke("ask", "Q?", "--store", trained_store, "--model", tiny_models["generator"], "--mode", "translated")
+    assert result.exit_code == 1 and "fingerprint mismatch" in result.output
+
+
+def test_eval_runs_translated_modes_and_adds_modes_to_a_run(trained_store, tiny_models, tmp_path):
+    out = tmp_path / "eval"
+    base = ["eval", "--dataset", SQUAD5, "--task", "extractive", "--model", tiny_models["generator"],
+            "--encoder", tiny_models["encoder"], "--max-new-tokens", 3, "--out", out]
+    first = invoke(*base, "--modes", "direct,none")
+    assert first.exit_code == 0, first.output
+    result = invoke(*base, "--modes", "direct,none,translated,ridge,single", "--skip-missing")
+    assert result.exit_code == 0, result.output
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert list(metrics["modes"]) == ["direct", "none", "translated", "ridge"]  # single skipped
+    assert metrics["modes"]["translated"]["n"] == 5
+    assert metrics["modes"]["translated"]["bytes_stored_per_context_token"] > 0
+    records = [json.loads(l) for l in (out / "predictions.jsonl").read_text().splitlines()]
+    assert len(records) == 20  # direct and none were not redone

@@ -1,0 +1,74 @@
+"""MoT with the packaged models (slow): alignment on the three real tokenizers, the shipped
+translators' budgets and fingerprints, and `ask --mode translated` end to end with them."""
+
+from pathlib import Path
+
+import pytest
+
+from cag.ask import ask
+from cag.ingest.pipeline import IngestOptions, ingest
+from cag.kv.chunk_cache import tokenize_chunk
+from cag.models import load_model
+from cag.retrieval import Retriever
+from cag.store import Store
+from mot.alignment import align
+from mot.checkpoint import load_translator
+from mot.registry import SHIPPED, find_translator
+
+pytestmark = pytest.mark.slow
+SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "corpus"
+MODELS = ("smollm2-135m", "qwen2.5-coder-0.5b", "gemma3-270m")
+TEXTS = ["The European lobster may grow to 60 cm (24 in) long — and weigh 6 kg.",
+         "  Leading spaces,\ttabs\nand new lines; “quotes”, naïve café, 東京 and 1,234.5 numbers.",
+         (SAMPLES / "homarus_gammarus.md").read_text()[:3000]]
+
+
+@pytest.fixture(scope="module")
+def models(real_cag_home):
+    import os
+    os.environ["CAG_HOME"] = real_cag_home
+    return {name: load_model(name) for name in MODELS}
+
+
+@pytest.mark.parametrize("source,target", [(a, b) for a in MODELS for b in MODELS if a != b])
+def test_alignment_on_real_tokenizers(models, source, target):
+    for text in TEXTS:
+        _, s_off = tokenize_chunk(models[source].tokenizer, text)
+        _, t_off = tokenize_chunk(models[target].tokenizer, text)
+        a = align(text, t_off, s_off)
+        assert a.weights.shape == (t_off.shape[0], s_off.shape[0])
+        assert (a.weights.sum(1) - 1).abs().max() < 1e-5  # each target token's weights sum to 1
+        # spans cover the text: every non-space character lies in some token of each tokenization
+        for offsets in (s_off, t_off):
+            covered = set()
+            for start, end in offsets.tolist():
+                covered.update(range(start, end))
+            assert all(i in covered for i, c in enumerate(text) if not c.isspace())
+        assert a.nearest <= 0.05 * t_off.shape[0]  # few tokens without any overlap
+        print(f"{source} -> {target}: {s_off.shape[0]} / {t_off.shape[0]} tokens, {a.nearest} nearest-only")
+
+
+@pytest.mark.parametrize("target", ["qwen2.5-coder-0.5b", "gemma3-270m"])
+@pytest.mark.parametrize("kind", ["mot", "single", "ridge"])
+def test_shipped_translators_match_the_models_and_budgets(models, target, kind):
+    found = find_translator(models["smollm2-135m"].fingerprint, models[target].fingerprint, kind)
+    assert found.path is not None and found.path.parent == SHIPPED, found.reason
+    assert found.path.stat().st_size < 25 * 2 ** 20
+    translator = load_translator(found.path)
+    generator_parameters = sum(p.numel() for p in models[target].model.parameters())
+    assert translator.parameter_count() < 0.10 * generator_parameters
+
+
+def test_ask_translated_with_the_shipped_translator(models, tmp_path):
+    store = tmp_path / "store"
+    ingest([SAMPLES], store, IngestOptions())
+    lm = models["qwen2.5-coder-0.5b"]
+    retriever = Retriever(Store.open(store))
+    question = "How long can the European lobster grow?"
+    translated = ask(question, top_k=1, mode="translated", max_new_tokens=24, lm=lm, retriever=retriever)
+    direct = ask(question, top_k=1, mode="direct", max_new_tokens=24, lm=lm, retriever=retriever)
+    print(f"translated: {translated.answer!r} ({translated.timings_ms['ttft']:.0f} ms) | "
+          f"direct: {direct.answer!r} ({direct.timings_ms['ttft']:.0f} ms)")
+    assert translated.mode == "translated" and translated.answer
+    assert translated.context_tokens == direct.context_tokens
+    assert translated.timings_ms["translate"] > 0
