@@ -15,10 +15,12 @@ setup: $(STAMP)
 QUESTION ?= How long can the European lobster grow?
 
 # the main job: ingest the sample corpus once (encoder smollm2-135m, plus the generator's own
-# caches), then answer from the stored caches and, for comparison, from the text in the prompt
+# caches), then answer from the generator's own stored caches, from the encoder's caches translated
+# by the shipped MoT translator, and, for comparison, from the text in the prompt
 demo: setup
 	$(VENV)/bin/cag ingest samples/corpus --also-for qwen2.5-coder-0.5b
 	$(VENV)/bin/cag ask "$(QUESTION)" --mode native --show-sources
+	$(VENV)/bin/cag ask "$(QUESTION)" --mode translated
 	$(VENV)/bin/cag ask "$(QUESTION)" --mode direct
 
 test: setup

@@ -19,9 +19,20 @@ from mot.translator import CHECKPOINT_FORMAT, Translator, TranslatorSpec
 _DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 
+def paths(path) -> tuple[Path, Path]:
+    """(NAME.safetensors, NAME.json) for NAME, NAME.safetensors or NAME.json. Names may hold dots
+    ("qwen2.5"), so suffixes are added, never swapped with Path.with_suffix."""
+    path = Path(path)
+    name = path.name
+    for suffix in (".safetensors", ".json"):
+        if name.endswith(suffix):
+            name = name[:-len(suffix)]
+    return path.with_name(name + ".safetensors"), path.with_name(name + ".json")
+
+
 def save_translator(translator: Translator, path: Path, dtype: str = "fp16") -> Path:
     """Write PATH.safetensors and PATH.json atomically; returns the .safetensors path."""
-    path = Path(path).with_suffix(".safetensors")
+    path, record_path = paths(path)
     state = {k: v.detach().to(_DTYPES[dtype]).contiguous() for k, v in translator.state_dict().items()}
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, lambda tmp: save_file(state, str(tmp)))
@@ -30,7 +41,7 @@ def save_translator(translator: Translator, path: Path, dtype: str = "fp16") -> 
     record = {"spec": translator.spec.to_dict(), "weights_sha256": sha256_hex(data),
               "weights_dtype": dtype, "fingerprint": reloaded.fingerprint(),
               "parameters": translator.parameter_count()}
-    atomic_write_text(path.with_suffix(".json"), json.dumps(record, indent=2))
+    atomic_write_text(record_path, json.dumps(record, indent=2))
     return path
 
 
@@ -42,7 +53,7 @@ def load_translator_weights(spec: TranslatorSpec, path: Path) -> Translator:
 
 
 def read_record(path: Path) -> dict:
-    path = Path(path).with_suffix(".json")
+    path = paths(path)[1]
     try:
         record = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
@@ -54,7 +65,7 @@ def read_record(path: Path) -> dict:
 
 def load_translator(path: Path) -> Translator:
     """Load and verify (sha256 of the weights file) a translator checkpoint."""
-    path = Path(path).with_suffix(".safetensors")
+    path = paths(path)[0]
     record = read_record(path)
     if not path.is_file():
         raise CagError(f"Translator weights {path} are missing.")

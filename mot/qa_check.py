@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from cag.atomic import atomic_write_text
+from mot.checkpoint import paths
 from mot.registry import MODE_KIND, install
 
 QA_SEED = 7
@@ -25,10 +26,15 @@ def qa_check(checkpoint: Path, source: str, target: str, kind: str, questions: i
     result = {"dataset": "squad", "questions": questions, "seed": QA_SEED,
               "direct_f1": metrics["direct"]["f1"], "f1": metrics[mode]["f1"],
               "retention": metrics[mode]["retention"], "retention_ci95": metrics[mode]["retention_ci95"]}
-    record_path = Path(checkpoint).with_suffix(".json")
-    record = json.loads(record_path.read_text())
-    record["spec"]["metrics"]["qa"] = result
-    atomic_write_text(record_path, json.dumps(record, indent=2))
+    record_qa(checkpoint, result)
     if reinstall:
         install(checkpoint, source, target, kind)
     return result
+
+
+def record_qa(checkpoint: Path, result: dict) -> None:
+    """Write a QA retention measurement into a translator's JSON (weights and fingerprint unchanged)."""
+    record_path = paths(checkpoint)[1]
+    record = json.loads(record_path.read_text())
+    record["spec"]["metrics"]["qa"] = result
+    atomic_write_text(record_path, json.dumps(record, indent=2))

@@ -49,7 +49,7 @@ def find_translator(source_fingerprint: str, target_fingerprint: str, kind: str,
                 continue
             same_names = (spec["source"]["name"], spec["target"]["name"]) == (source_name, target_name)
             if (spec["source"]["fingerprint"], spec["target"]["fingerprint"]) == (source_fingerprint, target_fingerprint):
-                return Found(path.with_suffix(".safetensors"), "", record)
+                return Found(path.with_name(path.name[:-len(".json")] + ".safetensors"), "", record)
             if same_names:
                 stale.append(path)
     if stale:
@@ -77,10 +77,10 @@ def install(checkpoint: Path, source: str, target: str, kind: str) -> Path:
     """Copy a trained checkpoint (NAME.safetensors + NAME.json) into $CAG_HOME/translators/."""
     folder = cag_home() / "translators"
     folder.mkdir(parents=True, exist_ok=True)
-    stem = folder / file_stem(source, target, kind)
-    checkpoint = Path(checkpoint).with_suffix(".safetensors")
-    for suffix in (".safetensors", ".json"):
-        tmp = stem.with_name(f".tmp-{stem.name}{suffix}")
-        shutil.copyfile(checkpoint.with_suffix(suffix), tmp)
-        tmp.replace(stem.with_suffix(suffix))
-    return stem.with_suffix(".safetensors")
+    stem = file_stem(source, target, kind)  # has dots ("qwen2.5"): never use with_suffix on it
+    from mot.checkpoint import paths
+    for suffix, source_file in zip((".safetensors", ".json"), paths(checkpoint)):
+        tmp = folder / f".tmp-{stem}{suffix}"
+        shutil.copyfile(source_file, tmp)
+        tmp.replace(folder / f"{stem}{suffix}")
+    return folder / f"{stem}.safetensors"

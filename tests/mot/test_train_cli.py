@@ -153,3 +153,18 @@ def test_eval_runs_translated_modes_and_adds_modes_to_a_run(trained_store, tiny_
     assert metrics["modes"]["translated"]["bytes_stored_per_context_token"] > 0
     records = [json.loads(l) for l in (out / "predictions.jsonl").read_text().splitlines()]
     assert len(records) == 20  # direct and none were not redone
+
+
+def test_qa_check_records_retention_for_the_gate(tiny_models, text_corpus, tmp_path, cag_home):
+    out = tmp_path / "run"
+    result = invoke(*train_args(tiny_models, text_corpus, out, kind="ridge"), "--qa-check", 2)
+    assert result.exit_code == 0, result.output
+    assert "QA check (2 SQuAD questions)" in result.output
+    qa = json.loads((out / "translator.json").read_text())["spec"]["metrics"]["qa"]
+    assert qa["questions"] == 2 and qa["dataset"] == "squad" and isinstance(qa["direct_f1"], float)
+    installed = json.loads(next((cag_home / "translators").glob("*__ridge.json")).read_text())
+    assert installed["spec"]["metrics"]["qa"] == qa
+    metrics = json.loads((out / "qa-check" / "metrics.json").read_text())
+    assert set(metrics["modes"]) == {"direct", "ridge"} and metrics["examples"] == 2
+    refused = invoke(*train_args(tiny_models, text_corpus, tmp_path / "b"), "--qa-check", 2, "--no-install")
+    assert refused.exit_code == 1 and "drop --no-install" in refused.output

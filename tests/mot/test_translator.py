@@ -146,3 +146,19 @@ def test_fingerprint_mismatches_are_refused():
     other_source_chunk = prefill_chunk(tiny_lm("llama", seed=5), TEXT, ())
     with pytest.raises(CagError, match="re-ingest with that encoder"):
         translate_chunk(translator, other_source_chunk, target)
+
+
+def test_install_and_find_with_dotted_model_names(tmp_path, cag_home):
+    from mot.registry import find_translator, install
+    source, target = tiny_lm("llama", seed=1), tiny_lm("qwen2", seed=2)
+    translator = Translator(make_spec("ridge", source, target))
+    checkpoint = save_translator(translator, tmp_path / "run" / "translator")
+    for kind_name in ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"):  # must not overwrite each other
+        install(checkpoint, "smollm2-135m", kind_name, "ridge")
+    names = sorted(p.name for p in (cag_home / "translators").iterdir())
+    assert names == ["smollm2-135m__qwen2.5-coder-0.5b__ridge.json", "smollm2-135m__qwen2.5-coder-0.5b__ridge.safetensors",
+                     "smollm2-135m__qwen2.5-coder-1.5b__ridge.json", "smollm2-135m__qwen2.5-coder-1.5b__ridge.safetensors"]
+    found = find_translator(source.fingerprint, target.fingerprint, "ridge")
+    assert found.path is not None and found.path.name.endswith("__ridge.safetensors") and found.path.is_file()
+    assert load_translator(found.path).fingerprint() == load_translator(checkpoint).fingerprint()
+    assert find_translator(source.fingerprint, target.fingerprint, "mot").path is None
