@@ -31,18 +31,10 @@ from cag.store import Store
 from mot.translator import translate_chunk
 from mot.use import encoder_space, translator_for
 
+from bench_ask import _top_k_for as top_k_for  # noqa: E402  (benchmarks/ is the script's folder)
+
 ROOT = Path(__file__).resolve().parents[1]
 QUESTION = "When did Hurricane Beatriz form and what damage did it cause?"
-
-
-def top_k_for(retriever: Retriever, question: str, target: int) -> int:
-    total = retriever.store.catalog.counts()["chunks"]
-    tokens = 0
-    for k, hit in enumerate(retriever.retrieve(question, total).results, 1):
-        tokens += hit.chunk.n_tokens
-        if tokens >= target:
-            return k
-    return total
 
 
 def main() -> None:

@@ -20,7 +20,7 @@ class _Moments:
         self.sxy = torch.zeros(in_dim, out_dim, dtype=torch.float64)
 
     def add(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        x, y = x.double(), y.double()
+        x, y = x.detach().cpu().double(), y.detach().cpu().double()  # moments live on the CPU
         self.n += x.shape[0]
         self.sx += x.sum(0)
         self.sxx += x.T @ x
@@ -46,9 +46,9 @@ class RidgeFit:
         inputs = self.translator.layer_inputs(src_keys, src_values, weights, positions)
         for layer, x in enumerate(inputs):
             self.k[layer].add(x, flatten_heads(tgt_keys[layer].float()))
-            v = flatten_heads(tgt_values[layer].float()).double()
+            v = flatten_heads(tgt_values[layer].float()).cpu().double()
             self.v_sy[layer] += v.sum(0)
-            self.v_sxy[layer] += x.double().T @ v
+            self.v_sxy[layer] += x.cpu().double().T @ v
 
     @torch.no_grad()
     def solve(self, lam: float = 1e-2) -> dict:
