@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 CAG=${CAG:-.venv/bin/cag}
 limit=${1:-100}
-modes=direct,native,none,translated,single,ridge
+modes=direct,native,none,translated,single,ridge,translated-window
 for m in qwen2.5-coder-0.5b gemma3-270m; do
     $CAG eval --dataset squad --limit "$limit" --model "$m" --modes $modes --out "runs/squad-$limit-$m-translators"
     python benchmarks/collect_eval.py "runs/squad-$limit-$m-translators"

@@ -5,6 +5,9 @@
     translated  the encoder's caches translated by a MoT translator (`cag train`)
     single      the same with the single-path translator baseline (one expert per layer)
     ridge       the same with the closed-form ridge translator baseline
+    translated-window
+                the MoT translator's K/V in a window of the generator's layers, the generator
+                running over the context for the others (the paper's replay; a prefill's cost)
     none        the question alone
     auto        native if stored, else translated if a MoT translator exists and its recorded QA
                 retention clears --min-retention (the quality gate), else direct
@@ -32,8 +35,8 @@ from cag.retrieval import Retriever
 from cag.store.store import Store
 
 log = logging.getLogger(__name__)
-MODES = ("auto", "direct", "native", "translated", "single", "ridge", "none")
-TRANSLATED = ("translated", "single", "ridge")
+MODES = ("auto", "direct", "native", "translated", "single", "ridge", "translated-window", "none")
+TRANSLATED = ("translated", "single", "ridge", "translated-window")
 
 
 @dataclass
@@ -127,9 +130,10 @@ def _choose_mode(mode: str, store: Store, lm, layout, retrieval, min_retention=N
     return "direct", [f"mode auto: using direct (no native caches for {lm.name} in the store; {why})"]
 
 
-def build_context(mode: str, store: Store, lm, layout, ordered: list, timings: dict):
+def build_context(mode: str, store: Store, lm, layout, ordered: list, timings: dict, window=None):
     """The context for `ordered` chunk rows (assembly order) in `mode`: (AssembledContext or None,
-    ids the generator prefills before the question, context tokens). Fills timings' load/assemble."""
+    ids the generator prefills before the question, context tokens). Fills timings' load/assemble.
+    `window`: [start, end) layers for translated-window (default: the translator's)."""
     tokenizer = lm.tokenizer
     prefix = list(layout.prefix_ids)
     if mode in ("direct", "none"):
@@ -141,6 +145,10 @@ def build_context(mode: str, store: Store, lm, layout, ordered: list, timings: d
         context = assemble(lm, [], prefix) if prefix else None  # the same cached prefix as native
         timings["assemble"] = (time.perf_counter() - t0) * 1e3
         return context, flat, len(flat)
+    if mode == "translated-window":
+        from mot.use import window_context
+        context = window_context(store, lm, layout, ordered, _load, timings, window)
+        return context, [], context.length - len(prefix)
     if mode in TRANSLATED:
         from mot.use import translated_chunks
         caches = translated_chunks(store, lm, layout, ordered, mode, _load, timings)

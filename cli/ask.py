@@ -18,9 +18,10 @@ def ask_command(
     model: ModelOption = DEFAULT_GENERATOR,
     top_k: Annotated[int, typer.Option("--top-k", "-k", help="Chunks to retrieve.")] = 3,
     mode: Annotated[str, typer.Option(
-        help="auto | direct | native | translated | single | ridge | none. translated uses the MoT "
-             "translator from the store's encoder to --model (`cag train`); single and ridge its "
-             "simpler baselines.")] = "auto",
+        help="auto | direct | native | translated | single | ridge | translated-window | none. "
+             "translated uses the MoT translator from the store's encoder to --model (`cag train`); "
+             "single and ridge its simpler baselines; translated-window injects it into a window "
+             "of layers and lets the generator replay the context for the others.")] = "auto",
     min_retention: Annotated[float, typer.Option(
         help="Quality gate for --mode auto: use a translator only if its recorded QA retention "
              "(score / direct score) is at least this.")] = 0.6,

@@ -10,6 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from cag.defaults import DEFAULT_ENCODER, DEFAULT_GENERATOR
 from cag.progress import Progress as EvalProgress
 from cli._errors import handle_errors
+from cli.options import parse_layer_window
 
 
 class _Bar(EvalProgress):
@@ -36,8 +37,12 @@ def eval_command(
                                                   "(implied by a preset).")] = None,
     model: Annotated[str, typer.Option("--model", "-m", help="Generator.")] = DEFAULT_GENERATOR,
     encoder: Annotated[str, typer.Option(help="Encoder that prefills the passages.")] = DEFAULT_ENCODER,
-    modes: Annotated[str, typer.Option(help="Comma-separated: direct, native, none "
-                                            "(translated, single, ridge need translators).")] = "direct,native,none",
+    modes: Annotated[str, typer.Option(help="Comma-separated: direct, native, none, translated, single, "
+                                            "ridge, translated-window (the last four need translators: "
+                                            "`cag train`).")] = "direct,native,none",
+    window: Annotated[str | None, typer.Option(help="translated-window: generator layers START:END "
+                                                    "(default: the translator's training window or the "
+                                                    "middle third).")] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="Examples to sample (default: all).")] = None,
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
     top_k: Annotated[int, typer.Option(min=1, help="multi_doc: paragraphs retrieved.")] = 3,
@@ -59,7 +64,8 @@ def eval_command(
 
     config = EvalConfig(dataset, task, model, encoder, tuple(m.strip() for m in modes.split(",") if m.strip()),
                         limit, seed, top_k, context_budget, max_new_tokens, option_score,
-                        skip_missing=skip_missing, out=str(out) if out else None)
+                        skip_missing=skip_missing, out=str(out) if out else None,
+                        window=parse_layer_window(window))
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, console=Console(stderr=True)) as progress:
         run = run_eval(config, _Bar(progress))

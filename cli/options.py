@@ -10,3 +10,15 @@ StoreOption = Annotated[Path | None, typer.Option(
 ModelOption = Annotated[str, typer.Option(
     "--model", "-m", envvar="CAG_MODEL",
     help="Generator: alias (see `cag models`), hub id, model folder or .gguf file.")]
+
+
+def parse_layer_window(window: str | None) -> list | None:
+    """"START:END" -> [START, END] (generator layers), None -> None."""
+    if window is None:
+        return None
+    try:
+        start, end = (int(x) for x in window.split(":"))
+    except ValueError:
+        from cag.errors import CagError
+        raise CagError(f"--window must look like START:END (generator layers), not {window!r}.") from None
+    return [start, end]

@@ -9,6 +9,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from cag.defaults import DEFAULT_ENCODER, DEFAULT_GENERATOR
 from cli._errors import handle_errors
+from cli.options import parse_layer_window
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CORPUS = REPO / "data" / "corpus" / "wikitext2" / "train_raw_part.jsonl"
@@ -29,17 +30,6 @@ def _bars():
             text = "  ".join(f"{k} {v:.4f}" for k, v in info.items())
             self.progress.update(self.task, advance=n, info=text)
     return Bars
-
-
-def _parse_window(window: str | None) -> list | None:
-    if window is None:
-        return None
-    try:
-        start, end = (int(x) for x in window.split(":"))
-    except ValueError:
-        from cag.errors import CagError
-        raise CagError(f"--window must look like START:END (target layers), not {window!r}.") from None
-    return [start, end]
 
 
 @handle_errors
@@ -99,7 +89,7 @@ def train_command(
     run = out or Path("runs") / f"train-{file_stem(source, target, kind)}-{mode}"
     cfg = TrainConfig(source=source, target=target, out=str(run), corpus=[str(p) for p in corpus],
                       heldout_corpus=[str(p) for p in heldout], kind=kind, mode=mode,
-                      window=_parse_window(window), experts=experts, top_k=top_k, rank=rank,
+                      window=parse_layer_window(window), experts=experts, top_k=top_k, rank=rank,
                       windows=windows, heldout_windows=heldout_windows, chunk_tokens=chunk_tokens,
                       chunks=chunks, continuation_tokens=continuation_tokens, steps=steps, batch=batch,
                       lr=lr, eval_every=eval_every, checkpoint_every=checkpoint_every, seed=seed,

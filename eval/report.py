@@ -58,7 +58,7 @@ def storage_per_token(store, lm) -> dict:
             result["native"] = round(space["bytes"] / tokens, 1)
         if space["role"] == "encoder":  # translated modes read the shared encoder caches
             result["encoder_caches"] = round(space["bytes"] / tokens, 1)
-            for mode in ("translated", "single", "ridge"):
+            for mode in ("translated", "single", "ridge", "translated-window"):
                 result[mode] = result["encoder_caches"]
     return result
 

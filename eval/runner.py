@@ -29,8 +29,8 @@ from eval.scoring import evaluate_example
 from indexes.embedder import Embedder
 
 log = logging.getLogger(__name__)
-EVAL_MODES = ("direct", "native", "none", "translated", "single", "ridge")
-_NEEDS_TRANSLATOR = {"translated", "single", "ridge"}
+EVAL_MODES = ("direct", "native", "none", "translated", "single", "ridge", "translated-window")
+_NEEDS_TRANSLATOR = {"translated", "single", "ridge", "translated-window"}
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,7 @@ class EvalConfig:
     embedder: str = DEFAULT_EMBEDDER
     skip_missing: bool = False
     out: str | None = None
+    window: list | None = None  # translated-window: [start, end) generator layers (default: the translator's)
 
 
 def check_modes(config: EvalConfig) -> tuple:
@@ -115,7 +116,7 @@ def run_eval(config: EvalConfig, progress: Progress | None = None) -> Path:
             for mode in modes:
                 if (example["id"], mode) not in done:
                     record = evaluate_example(task, mode, example, rows, store, lm, layout,
-                                              config.max_new_tokens, config.option_score)
+                                              config.max_new_tokens, config.option_score, config.window)
                     out.write(json.dumps(record, ensure_ascii=False) + "\n")
                     out.flush()
                     os.fsync(out.fileno())
@@ -132,7 +133,9 @@ def _start_or_resume(run: Path, config: dict) -> None:
         previous = json.loads(path.read_text())
         if previous == config:
             return
-        same = lambda c: {k: v for k, v in c.items() if k not in ("modes", "skip_missing")}
+        # the window only shapes translated-window answers: free to set until that mode has run
+        free = {"modes", "skip_missing"} | (set() if "translated-window" in previous["modes"] else {"window"})
+        same = lambda c: {k: v for k, v in c.items() if k not in free}
         if same(previous) == same(config):
             # the same run with other modes: predictions already made are kept, new modes are added
             log.info("run %s: modes %s -> %s", run, previous["modes"], config["modes"])

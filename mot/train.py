@@ -115,12 +115,14 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> Path:
     t_prefix = prompt_layout(target.tokenizer).prefix_ids
     if cfg.mode == "window" and cfg.window is None:
         cfg.window = default_window(target.geometry.num_layers)
+    prepare_started = time.perf_counter()
     data = Path(cfg.data) if cfg.data else run / "data"
     _check_data_folder(data, cfg, source, target)
     train_set = _prepared(data / "train", cfg.corpus, cfg.windows, cfg, source, target,
                           s_prefix, t_prefix, progress, seed=cfg.seed)
     heldout = _prepared(data / "heldout", cfg.heldout_corpus, cfg.heldout_windows, cfg, source,
                         target, s_prefix, t_prefix, progress, seed=cfg.seed + 1)
+    prepare_seconds = time.perf_counter() - prepare_started  # ~0 when the windows were prepared before
     spec = make_spec(cfg.kind, source, target, cfg.pairs_per_layer, cfg.experts, cfg.top_k, cfg.rank,
                      cfg.router_hidden)
     translator = Translator(spec).to(cfg.device)
@@ -137,6 +139,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> Path:
     final = evaluate(translator, target, prefix_kv, len(t_prefix), heldout, cfg)
     spec.training = {**asdict(cfg), "train_tokens": ridge["tokens"],
                      "train_seconds": round(_train_seconds(metrics_path) + ridge["seconds"], 1),
+                     "prepare_seconds_this_session": round(prepare_seconds, 1),
                      "parameters": translator.parameter_count(),
                      "target_parameters": sum(p.numel() for p in target.model.parameters())}
     spec.metrics = {"heldout": final}

@@ -6,6 +6,8 @@ import logging
 import time
 from pathlib import Path
 
+import torch
+
 from cag.errors import CagError
 from cag.kv.chunk_cache import ids_sha256
 from cag.kv.serde import save_chunk_cache
@@ -59,6 +61,45 @@ def translated_space(translator, lm, prefix_ids) -> CacheSpace:
     digest = hashlib.sha256(f"{translator.fingerprint()}|{lm.fingerprint}".encode()).hexdigest()
     return CacheSpace(f"{lm.name} <- {translator.spec.source.name} ({translator.kind})", digest,
                       ids_sha256(prefix_ids), "translated")
+
+
+def injection_window(translator, lm, window=None) -> tuple:
+    """[start, end) target layers for window injection: given, else the translator's training
+    window, else the middle third."""
+    from mot.train import default_window
+    layers = lm.geometry.num_layers
+    start, end = window or translator.spec.training.get("window") or default_window(layers)
+    if not 0 <= start < end <= layers:
+        raise CagError(f"Injection window {start}:{end} is not inside the generator's {layers} layers.")
+    return start, end
+
+
+@torch.no_grad()
+def window_context(store: Store, lm, layout, rows: list, load, timings: dict, window=None):
+    """Window injection: the MoT translator's K/V in a window of layers, the generator running over
+    the context for the others (the paper's replay; costs a prefill of the context)."""
+    from cag.kv.assemble import AssembledContext, check_positions, native_prefix_kv
+    from mot.injection import window_cache
+    chunks = translated_chunks(store, lm, layout, rows, "translated", load, timings)
+    prefix = torch.as_tensor(list(layout.prefix_ids), dtype=torch.int64)
+    ids = torch.cat([c.token_ids for c in chunks])
+    check_positions(lm.geometry, prefix.numel() + ids.numel())
+    start = time.perf_counter()
+    layers = range(lm.geometry.num_layers)
+    keys = [torch.cat([c.keys[l] for c in chunks], dim=1).to(lm.device, torch.float32) for l in layers]
+    values = [torch.cat([c.values[l] for c in chunks], dim=1).to(lm.device, torch.float32) for l in layers]
+    translator = translator_for(store, lm, "translated")
+    prefix_kv = native_prefix_kv(lm, prefix) if prefix.numel() else None
+    cache = window_cache(lm, prefix_kv, keys, values, prefix.numel(), injection_window(translator, lm, window))
+    positions = torch.arange(prefix.numel(), prefix.numel() + ids.numel(), device=lm.device)
+    lm.model(input_ids=ids[None].to(lm.device), position_ids=positions[None], cache=cache, use_cache=True,
+             logits_to_keep=1)
+    timings["replay"] = (time.perf_counter() - start) * 1e3
+    spans, pos = [], prefix.numel()
+    for c in chunks:
+        spans.append((pos, pos + c.num_tokens))
+        pos += c.num_tokens
+    return AssembledContext(cache, torch.cat([prefix, ids]), prefix.numel(), spans)
 
 
 def translated_chunks(store: Store, lm, layout, rows: list, mode: str, load, timings: dict) -> list:

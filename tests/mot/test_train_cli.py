@@ -114,6 +114,9 @@ def test_ask_translated_end_to_end_and_reuses_translated_caches(trained_store, t
     assert again["timings_ms"]["translate"] == 0  # stored translated caches reused
     assert again["answer"] == first["answer"]
     assert ask_json(trained_store, tiny_models, "--mode", "ridge")["mode"] == "ridge"
+    window = ask_json(trained_store, tiny_models, "--mode", "translated-window")
+    assert window["mode"] == "translated-window" and window["context_tokens"] == first["context_tokens"]
+    assert window["timings_ms"]["translate"] == 0  # the stored MoT translations, replayed
     missing = invoke("ask", "Q?", "--store", trained_store, "--model", tiny_models["generator"], "--mode", "single")
     assert missing.exit_code == 1 and "no single translator" in missing.output
 
@@ -145,14 +148,15 @@ def test_eval_runs_translated_modes_and_adds_modes_to_a_run(trained_store, tiny_
             "--encoder", tiny_models["encoder"], "--max-new-tokens", 3, "--out", out]
     first = invoke(*base, "--modes", "direct,none")
     assert first.exit_code == 0, first.output
-    result = invoke(*base, "--modes", "direct,none,translated,ridge,single", "--skip-missing")
+    result = invoke(*base, "--modes", "direct,none,translated,ridge,single,translated-window", "--skip-missing",
+                    "--window", "1:2")
     assert result.exit_code == 0, result.output
     metrics = json.loads((out / "metrics.json").read_text())
-    assert list(metrics["modes"]) == ["direct", "none", "translated", "ridge"]  # single skipped
+    assert list(metrics["modes"]) == ["direct", "none", "translated", "ridge", "translated-window"]  # no single
     assert metrics["modes"]["translated"]["n"] == 5
     assert metrics["modes"]["translated"]["bytes_stored_per_context_token"] > 0
     records = [json.loads(l) for l in (out / "predictions.jsonl").read_text().splitlines()]
-    assert len(records) == 20  # direct and none were not redone
+    assert len(records) == 25  # direct and none were not redone
 
 
 def test_qa_check_records_retention_for_the_gate(tiny_models, text_corpus, tmp_path, cag_home):

@@ -1,0 +1,39 @@
+"""Copy training runs' records (config, metrics over time, translator JSON) into
+benchmarks/results/training/<run>/, ship their translators into translators/, and print the
+README table rows. Usage: python benchmarks/collect_training.py RUN_DIR [RUN_DIR ...] [--ship]"""
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "training"
+SHIPPED = ROOT / "translators"
+
+
+def collect(run: Path, ship: bool) -> str:
+    target = RESULTS / run.name
+    target.mkdir(parents=True, exist_ok=True)
+    for name in ("config.json", "metrics.jsonl", "translator.json"):
+        shutil.copy2(run / name, target / name)
+    record = json.loads((run / "translator.json").read_text())
+    spec = record["spec"]
+    if ship:
+        stem = f"{spec['source']['name']}__{spec['target']['name']}__{spec['kind']}"
+        shutil.copy2(run / "translator.safetensors", SHIPPED / f"{stem}.safetensors")
+        shutil.copy2(run / "translator.json", SHIPPED / f"{stem}.json")
+    held = spec["metrics"]["heldout"]
+    training = spec["training"]
+    size = (run / "translator.safetensors").stat().st_size / 2 ** 20
+    share = record["parameters"] / training["target_parameters"]
+    return (f"| {spec['source']['name']} -> {spec['target']['name']} | {spec['kind']} | "
+            f"{record['parameters']:,} ({share:.1%}) | {size:.1f} MB | {training['steps'] if spec['kind'] != 'ridge' else 0} | "
+            f"{training['train_seconds']:.0f} s | {held['full']['kl']} / {held['full']['top1']} | "
+            f"{held['window']['kl']} / {held['window']['top1']} | {held['none']['kl']} / {held['none']['top1']} |")
+
+
+if __name__ == "__main__":
+    ship = "--ship" in sys.argv
+    for arg in [a for a in sys.argv[1:] if a != "--ship"]:
+        print(collect(Path(arg), ship))
