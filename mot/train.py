@@ -58,7 +58,7 @@ class TrainConfig:
     chunks: int = 2
     continuation_tokens: int = 32
     teacher_top_k: int = 32
-    steps: int = 300
+    steps: int = 120
     batch: int = 4
     lr: float = 1e-3
     trunk_lr_scale: float = 0.01  # the ridge trunks' learning rate relative to lr
@@ -69,8 +69,8 @@ class TrainConfig:
     w_kl: float = 1.0
     w_continuation_kv: float = 0.5
     w_balance: float = 0.01
-    eval_every: int = 50
-    checkpoint_every: int = 25
+    eval_every: int = 40
+    checkpoint_every: int = 20
     seed: int = 0
     device: str = "cpu"
     dtype: str = "fp16"  # of the saved translator weights
