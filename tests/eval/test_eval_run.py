@@ -90,11 +90,14 @@ def test_killed_eval_resumes_without_counting_twice(tiny_models, tmp_path, cag_h
     (["--dataset", "missing.jsonl", "--task", "extractive"], "neither a file nor a preset"),
     (["--dataset", str(SQUAD5), "--task", "summarize"], "Unknown task 'summarize'"),
     (["--dataset", str(SQUAD5), "--task", "extractive", "--modes", "direct,fast"], "Unknown mode(s) fast"),
-    (["--dataset", str(SQUAD5), "--task", "extractive", "--modes", "direct,translated"], "Mode translated cannot run: no mot translator"),
+    (["--dataset", str(SQUAD5), "--task", "extractive", "--modes", "direct,translated", "--encoder", "ENC",
+      "--model", "GEN"], "Mode translated cannot run: no mot translator"),
     (["--dataset", str(SQUAD5), "--task", "multiple_choice"], "line 1: missing field 'choices'"),
     (["--dataset", "squad", "--task", "multi_doc"], "is a extractive dataset"),
 ])
-def test_bad_input_is_one_line_exit_1(args, message, tmp_path):
+def test_bad_input_is_one_line_exit_1(args, message, tmp_path, tiny_models):
+    # tiny models: the shipped translators (for the packaged models) must not match them
+    args = [{"ENC": tiny_models["encoder"], "GEN": tiny_models["generator"]}.get(a, a) for a in args]
     result = runner.invoke(app, ["eval", *args, "--out", str(tmp_path / "run")])
     assert result.exit_code == 1 and message in result.output, result.output
 
