@@ -35,24 +35,27 @@ class Found:
     record: dict | None = None
 
 
-def find_translator(source_fingerprint: str, target_fingerprint: str, kind: str,
-                    source_name: str = "the encoder", target_name: str = "the generator") -> Found:
-    stale = []
+def _records(kind: str):
+    """(path, record) of every readable translator record of `kind`, in search order."""
     for folder in translator_dirs():
         for path in sorted(folder.glob("*.json")):
             try:
                 record = json.loads(path.read_text())
-                spec = record["spec"]
+                if record["spec"].get("kind") == kind:
+                    yield path, record
             except (OSError, json.JSONDecodeError, KeyError):
                 log.warning("ignoring unreadable translator record %s", path)
-                continue
-            if spec.get("kind") != kind:
-                continue
-            same_names = (spec["source"]["name"], spec["target"]["name"]) == (source_name, target_name)
-            if (spec["source"]["fingerprint"], spec["target"]["fingerprint"]) == (source_fingerprint, target_fingerprint):
-                return Found(path.with_name(path.name[:-len(".json")] + ".safetensors"), "", record)
-            if same_names:
-                stale.append(path)
+
+
+def find_translator(source_fingerprint: str, target_fingerprint: str, kind: str,
+                    source_name: str = "the encoder", target_name: str = "the generator") -> Found:
+    stale = []
+    for path, record in _records(kind):
+        spec = record["spec"]
+        if (spec["source"]["fingerprint"], spec["target"]["fingerprint"]) == (source_fingerprint, target_fingerprint):
+            return Found(path.with_name(path.name[:-len(".json")] + ".safetensors"), "", record)
+        if (spec["source"]["name"], spec["target"]["name"]) == (source_name, target_name):
+            stale.append(path)
     if stale:
         return Found(None, f"the {kind} translator {stale[0]} was trained for other versions of "
                            f"{source_name} / {target_name} (fingerprint mismatch): retrain it with "
@@ -63,15 +66,7 @@ def find_translator(source_fingerprint: str, target_fingerprint: str, kind: str,
 
 def translators_of_kind(kind: str) -> list[Path]:
     """Records of this kind on disk (a cheap look before loading models to compare fingerprints)."""
-    found = []
-    for folder in translator_dirs():
-        for path in sorted(folder.glob("*.json")):
-            try:
-                if json.loads(path.read_text())["spec"].get("kind") == kind:
-                    found.append(path)
-            except (OSError, json.JSONDecodeError, KeyError):
-                continue
-    return found
+    return [path for path, _ in _records(kind)]
 
 
 def install(checkpoint: Path, source: str, target: str, kind: str) -> Path:

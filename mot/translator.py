@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from cag.errors import CagError
-from cag.kv.chunk_cache import ChunkCache, ChunkMeta, ids_sha256, tokenize_chunk
+from cag.kv.chunk_cache import ChunkCache, chunk_meta, tokenize_chunk
 from cag.models.fingerprint import sha256_hex
 from mot.alignment import align
 from mot.features import feature_dim, layer_features, position_features, unflatten_heads
@@ -115,10 +115,15 @@ class Translator(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     def fingerprint(self) -> str:
-        """sha256 over the spec's identity (not its metrics) and every tensor's bytes."""
-        from cag.models.fingerprint import tensors_digest
-        identity = {k: v for k, v in self.spec.to_dict().items() if k not in ("metrics", "training")}
-        return sha256_hex(json.dumps(identity, sort_keys=True).encode() + tensors_digest(self).encode())
+        """sha256 over the spec's identity (not its metrics) and every tensor's bytes. Hashed once
+        per loaded translator (every ask and eval example names its translated-cache space by it);
+        training, which changes the weights, never asks for it."""
+        if getattr(self, "_fingerprint", None) is None:
+            from cag.models.fingerprint import tensors_digest
+            identity = {k: v for k, v in self.spec.to_dict().items() if k not in ("metrics", "training")}
+            self._fingerprint = sha256_hex(json.dumps(identity, sort_keys=True).encode()
+                                           + tensors_digest(self).encode())
+        return self._fingerprint
 
     def layer_inputs(self, src_keys: list, src_values: list, weights: torch.Tensor,
                      positions: torch.Tensor | None = None) -> list[torch.Tensor]:
@@ -174,14 +179,6 @@ def translate_chunk(translator: Translator, chunk: ChunkCache, target_lm, target
     start = prefix.numel() if position_start is None else int(position_start)
     positions = torch.arange(start, start + t_ids.numel())
     keys, values, _ = translator(chunk.keys, chunk.values, weights, positions)
-    geometry = target_lm.geometry
-    meta = ChunkMeta(
-        model_name=target_lm.name, model_fingerprint=target_lm.fingerprint,
-        tokenizer_fingerprint=target_lm.tokenizer_fingerprint, family=geometry.family,
-        num_layers=geometry.num_layers, kv_heads=geometry.kv_heads, head_dim=geometry.head_dim,
-        position_start=start, rotary_removed=geometry.is_rotary,
-        prefix_sha256=ids_sha256(prefix.tolist()) if prefix.numel() else "",
-        prefix_tokens=prefix.numel(), text_sha256=chunk.meta.text_sha256,
-        doc_id=chunk.meta.doc_id, chunk_index=chunk.meta.chunk_index)
+    meta = chunk_meta(target_lm, start, prefix, chunk.text, chunk.meta.doc_id, chunk.meta.chunk_index)
     return ChunkCache([k.contiguous() for k in keys], [v.contiguous() for v in values], t_ids,
                       t_offsets, meta, chunk.text)

@@ -102,13 +102,14 @@ def prefill_chunk(lm, text: str, prefix_ids=(), position_start: int | None = Non
         rotary = Rotary(lm.model, geometry)
         chunk_pos = positions[n_prefix:].to(keys[0].device)
         keys = [rotary.remove(k, chunk_pos, layer) for layer, k in enumerate(keys)]
-    meta = _chunk_meta(lm, start, prefix, text, doc_id, chunk_index)
+    meta = chunk_meta(lm, start, prefix, text, doc_id, chunk_index)
     return ChunkCache([k.contiguous() for k in keys], [v.contiguous() for v in values],
                       token_ids, offsets, meta, text)
 
 
-def _chunk_meta(lm, start: int, prefix: torch.Tensor, text: str, doc_id: str,
-                chunk_index: int) -> ChunkMeta:
+def chunk_meta(lm, start: int, prefix: torch.Tensor, text: str, doc_id: str,
+               chunk_index: int) -> ChunkMeta:
+    """Metadata of a chunk cache in `lm`'s space (prefilled, or translated into it)."""
     geometry = lm.geometry
     return ChunkMeta(
         model_name=lm.name, model_fingerprint=lm.fingerprint,
@@ -202,5 +203,5 @@ def _chunk_from_kv(lm, keys, values, tokenized, text, prefix, doc_id, chunk_inde
     positions = torch.arange(n_prefix, n_prefix + token_ids.numel(), device=keys[0].device)
     rotary = Rotary(lm.model, geometry)
     keys = [rotary.remove(k, positions, layer).contiguous() for layer, k in enumerate(keys)]
-    meta = _chunk_meta(lm, n_prefix, prefix, text, doc_id, chunk_index)
+    meta = chunk_meta(lm, n_prefix, prefix, text, doc_id, chunk_index)
     return ChunkCache(keys, [v.contiguous() for v in values], token_ids, offsets, meta, text)
