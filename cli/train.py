@@ -55,7 +55,14 @@ def train_command(
     heldout_windows: Annotated[int, typer.Option(min=1, help="Held-out windows.")] = 32,
     chunk_tokens: Annotated[int, typer.Option(min=4, help="Tokens per context chunk.")] = 64,
     chunks: Annotated[int, typer.Option(min=1, help="Independently prefilled chunks per context.")] = 2,
-    continuation_tokens: Annotated[int, typer.Option(min=2, help="Continuation tokens per window.")] = 32,
+    continuation_tokens: Annotated[int, typer.Option(min=2, help="Continuation tokens per window "
+                                                                 "(continuation text).")] = 32,
+    continuation: Annotated[str, typer.Option(help="text: the running text after the context; cloze: a "
+                                                   "fill-in-the-blank question about one fact of the "
+                                                   "context and the target's own answer from the text "
+                                                   "(trains for QA).")] = "text",
+    answer_tokens: Annotated[int, typer.Option(min=1, help="Continuation cloze: most tokens of the "
+                                                          "target's answer.")] = 12,
     eval_every: Annotated[int, typer.Option(min=1, help="Held-out evaluation every N steps.")] = 40,
     checkpoint_every: Annotated[int, typer.Option(min=1, help="Checkpoint every N steps.")] = 20,
     device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
@@ -73,8 +80,8 @@ def train_command(
 ) -> None:
     """Train a translator from SOURCE's chunk caches to TARGET's.
 
-    Prepares context windows (chunks prefilled independently by both models, the target's own
-    continuation as teacher) once, fits the closed-form ridge start, then trains with
+    Prepares context windows (chunks prefilled independently by both models, the target reading
+    the text then the continuation as teacher) once, fits the closed-form ridge start, then trains with
     reconstruction + context correction (KL and continuation K/V) + router balance losses.
     Writes a run folder with config, metrics over time and the checkpoint (safetensors + JSON).
     """
@@ -86,12 +93,14 @@ def train_command(
         raise CagError("--qa-check answers through the installed translator: drop --no-install.")
     corpus = corpus or [DEFAULT_CORPUS]
     heldout = heldout or [DEFAULT_HELDOUT]
-    run = out or Path("runs") / f"train-{file_stem(source, target, kind)}-{mode}"
+    suffix = "" if continuation == "text" else f"-{continuation}"
+    run = out or Path("runs") / f"train-{file_stem(source, target, kind)}-{mode}{suffix}"
     cfg = TrainConfig(source=source, target=target, out=str(run), corpus=[str(p) for p in corpus],
                       heldout_corpus=[str(p) for p in heldout], kind=kind, mode=mode,
                       window=parse_layer_window(window), experts=experts, top_k=top_k, rank=rank,
                       windows=windows, heldout_windows=heldout_windows, chunk_tokens=chunk_tokens,
-                      chunks=chunks, continuation_tokens=continuation_tokens, steps=steps, batch=batch,
+                      chunks=chunks, continuation_tokens=continuation_tokens, continuation=continuation,
+                      answer_tokens=answer_tokens, steps=steps, batch=batch,
                       lr=lr, eval_every=eval_every, checkpoint_every=checkpoint_every, seed=seed,
                       device=device, data=str(data) if data else None)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),

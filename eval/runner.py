@@ -134,7 +134,8 @@ def _start_or_resume(run: Path, config: dict) -> None:
         if previous == config:
             return
         # the window only shapes translated-window answers: free to set until that mode has run
-        free = {"modes", "skip_missing"} | (set() if "translated-window" in previous["modes"] else {"window"})
+        # `out`: a run folder may have been moved or renamed since it started
+        free = {"modes", "skip_missing", "out"} | (set() if "translated-window" in previous["modes"] else {"window"})
         same = lambda c: {k: v for k, v in c.items() if k not in free}
         if same(previous) == same(config):
             # the same run with other modes: predictions already made are kept, new modes are added

@@ -29,7 +29,7 @@ from cag.kv.chunk_cache import run_prefill
 from cag.models import load_model
 from cag.prompt import prompt_layout
 from mot.checkpoint import save_translator
-from mot.data import load_window, make_windows, prepare_window, read_paragraphs, save_window
+from mot.data import CONTINUATIONS, load_window, make_windows, prepare_window, read_paragraphs, save_window
 from mot.ridge import RidgeFit
 from mot.step import chunk_weights, run_window
 from mot.translator import Translator, make_spec
@@ -57,6 +57,8 @@ class TrainConfig:
     chunk_tokens: int = 64
     chunks: int = 2
     continuation_tokens: int = 32
+    continuation: str = "text"  # text | cloze (a question about the context + the teacher's answer)
+    answer_tokens: int = 12  # cloze: the most tokens of the teacher's answer
     teacher_top_k: int = 32
     steps: int = 120
     batch: int = 4
@@ -90,6 +92,8 @@ def check_config(cfg: TrainConfig) -> None:
         raise CagError(f"Unknown translator kind {cfg.kind!r}; choose mot, single or ridge.")
     if cfg.mode not in ("full", "window"):
         raise CagError(f"Unknown mode {cfg.mode!r}; choose full or window.")
+    if cfg.continuation not in CONTINUATIONS:
+        raise CagError(f"Unknown continuation {cfg.continuation!r}; choose {' or '.join(CONTINUATIONS)}.")
     if cfg.steps < 0 or cfg.windows < 1 or cfg.batch < 1:
         raise CagError("--steps must be >= 0, --windows and --batch >= 1.")
     if cfg.device.startswith("cuda") and not torch.cuda.is_available():
@@ -178,6 +182,8 @@ def _check_data_folder(data: Path, cfg: TrainConfig, source, target) -> None:
               "heldout_corpus": cfg.heldout_corpus, "chunk_tokens": cfg.chunk_tokens,
               "chunks": cfg.chunks, "continuation_tokens": cfg.continuation_tokens,
               "teacher_top_k": cfg.teacher_top_k, "seed": cfg.seed}
+    if cfg.continuation != "text":  # (folders prepared before cloze windows existed stay valid)
+        wanted.update(continuation=cfg.continuation, answer_tokens=cfg.answer_tokens)
     _claim(data / "data.json", wanted, f"Prepared data in {data} was made for other models or "
            "window settings; use another --data folder.")
 
@@ -189,10 +195,12 @@ def _prepared(folder: Path, corpus: list, count: int, cfg: TrainConfig, source, 
         raise CagError("No corpus given: pass --corpus (and --heldout) paths.")
     paragraphs = read_paragraphs([Path(p) for p in corpus])
     texts = make_windows(paragraphs, source.tokenizer, count, cfg.chunk_tokens, cfg.chunks,
-                         cfg.continuation_tokens, seed)
+                         cfg.continuation_tokens, seed, cfg.continuation)
     if not texts:
-        raise CagError(f"No paragraph in {', '.join(map(str, corpus))} is long enough for a window of "
-                       f"{cfg.chunks} x {cfg.chunk_tokens} + {cfg.continuation_tokens} tokens.")
+        shape = (f"{cfg.chunks} x {cfg.chunk_tokens} tokens with a fact to ask about"
+                 if cfg.continuation == "cloze" else
+                 f"{cfg.chunks} x {cfg.chunk_tokens} + {cfg.continuation_tokens} tokens")
+        raise CagError(f"No paragraph in {', '.join(map(str, corpus))} is long enough for a window of {shape}.")
     if len(texts) < count:
         log.warning("only %d windows of the %d asked fit in %s", len(texts), count, corpus)
     folder.mkdir(parents=True, exist_ok=True)
@@ -201,7 +209,8 @@ def _prepared(folder: Path, corpus: list, count: int, cfg: TrainConfig, source, 
     for i, text in enumerate(texts):
         path = folder / f"w{i:05d}.safetensors"
         if not path.is_file():
-            save_window(prepare_window(text, source, target, s_prefix, t_prefix, cfg.teacher_top_k), path)
+            save_window(prepare_window(text, source, target, s_prefix, t_prefix, cfg.teacher_top_k,
+                                       cfg.answer_tokens), path)
         windows.append(load_window(path))
         progress.advance()
     return windows

@@ -18,6 +18,7 @@ from cag.errors import CagError
 from cag.kv.chunk_cache import ChunkCache, chunk_meta, tokenize_chunk
 from cag.models.fingerprint import sha256_hex
 from mot.alignment import align
+from mot.batched import translate_layers
 from mot.features import feature_dim, layer_features, position_features, unflatten_heads
 from mot.layer_map import pair_layers
 from mot.mixture import KINDS, Mixture
@@ -166,7 +167,6 @@ def check_models(translator: Translator, source_fingerprint: str, target_lm) -> 
                        "a translator for this one.")
 
 
-@torch.no_grad()
 def translate_chunk(translator: Translator, chunk: ChunkCache, target_lm, target_prefix=(),
                     position_start: int | None = None) -> ChunkCache:
     """`chunk` (the encoder's) as a chunk cache of `target_lm`, placed after `target_prefix`."""
@@ -178,7 +178,7 @@ def translate_chunk(translator: Translator, chunk: ChunkCache, target_lm, target
     prefix = torch.as_tensor(list(target_prefix), dtype=torch.int64)
     start = prefix.numel() if position_start is None else int(position_start)
     positions = torch.arange(start, start + t_ids.numel())
-    keys, values, _ = translator(chunk.keys, chunk.values, weights, positions)
+    keys, values = translate_layers(translator, chunk.keys, chunk.values, weights, positions)
     meta = chunk_meta(target_lm, start, prefix, chunk.text, chunk.meta.doc_id, chunk.meta.chunk_index)
     return ChunkCache([k.contiguous() for k in keys], [v.contiguous() for v in values], t_ids,
                       t_offsets, meta, chunk.text)

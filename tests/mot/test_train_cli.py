@@ -74,6 +74,23 @@ def test_killed_training_resumes_from_its_checkpoint(tiny_models, text_corpus, t
     assert (out / "translator.safetensors").is_file()
 
 
+def test_train_on_cloze_continuations(tiny_models, text_corpus, tmp_path):
+    out, data = tmp_path / "run", tmp_path / "data"
+    args = train_args(tiny_models, text_corpus, out, steps=2)
+    args[args.index("--chunk-tokens") + 1] = 40  # a window must hold a whole sentence with a fact
+    result = invoke(*args, "--continuation", "cloze", "--answer-tokens", 3, "--data", data)
+    assert result.exit_code == 0, result.output
+    claimed = json.loads((data / "data.json").read_text())
+    assert claimed["continuation"] == "cloze" and claimed["answer_tokens"] == 3
+    record = json.loads((out / "translator.json").read_text())
+    assert record["spec"]["training"]["continuation"] == "cloze"
+    assert record["spec"]["metrics"]["heldout"]["full"]["kl"] >= 0
+    # windows prepared for cloze continuations are not reused for running text
+    args[args.index("--out") + 1] = tmp_path / "run2"
+    result = invoke(*args, "--answer-tokens", 3, "--data", data)
+    assert result.exit_code == 1 and "another --data folder" in result.output
+
+
 def test_bad_train_input(tiny_models, text_corpus, tmp_path):
     result = invoke(*train_args(tiny_models, text_corpus, tmp_path / "a", kind="linear"))
     assert result.exit_code == 1 and "Unknown translator kind 'linear'" in result.output
@@ -84,6 +101,8 @@ def test_bad_train_input(tiny_models, text_corpus, tmp_path):
         assert result.exit_code == 1 and "no CUDA device" in result.output
     result = invoke(*train_args(tiny_models, text_corpus, tmp_path / "d"), "--mode", "window", "--window", "3")
     assert result.exit_code == 1 and "START:END" in result.output
+    result = invoke(*train_args(tiny_models, text_corpus, tmp_path / "e"), "--continuation", "qa")
+    assert result.exit_code == 1 and "Unknown continuation 'qa'" in result.output
 
 
 @pytest.fixture
