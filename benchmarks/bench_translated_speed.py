@@ -1,7 +1,9 @@
 """Speed of translated mode at about 2,048 context tokens, one run, side by side:
 
-- TTFT of `translated` (caches translated during the ask, and again with the translated caches
-  already stored), `native` and `direct`, medians over alternating repeats, and their ratios;
+- TTFT of every ask mode: `translated` (caches translated during the ask, and again with the
+  translated caches already stored), `single`, `ridge` and `translated-window` (translating),
+  `native`, `none` and `direct`, medians over alternating repeats, and their ratios (the x axis
+  of the quality/speed frontier, benchmarks/plot_frontier.py);
 - translation cost: translating the retrieved chunks against the generator prefilling the same
   tokens (target: 5% or less).
 
@@ -52,12 +54,14 @@ def main() -> None:
         retriever = Retriever(store)
         top_k = top_k_for(retriever, QUESTION, args.tokens)
         ask("warm-up", model=args.generator, top_k=1, mode="direct", max_new_tokens=1, lm=lm, retriever=retriever)
-        times = {"direct": [], "native": [], "translated (translating)": [], "translated (stored)": []}
+        labels = ["direct", "native", "none", "translated (translating)", "translated (stored)",
+                  "single (translating)", "ridge (translating)", "translated-window (translating)"]
+        times = {label: [] for label in labels}
         answers, contexts = {}, {}
         for _ in range(args.repeats):
             for label in times:
                 mode = label.split(" ")[0]
-                if label == "translated (translating)":  # drop stored translations: translate now
+                if label.endswith("(translating)"):  # drop stored translations: translate now
                     for space in store.spaces():
                         if space.role == "translated":
                             shutil.rmtree(store_dir / "caches" / space.key, ignore_errors=True)

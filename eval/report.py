@@ -5,7 +5,7 @@ import statistics
 from pathlib import Path
 
 from cag.atomic import atomic_write_text
-from eval.metrics import bootstrap_ratio_ci
+from eval.metrics import bootstrap_difference_ci, bootstrap_ratio_ci
 
 GENERATIVE = ("extractive", "multi_doc")
 
@@ -43,6 +43,24 @@ def summarize(task: str, modes: tuple, records: dict, bytes_per_token: dict) -> 
     return summary
 
 
+TRANSLATOR_MODES = ("translated", "single", "ridge", "translated-window")
+
+
+def paired_differences(modes: tuple, records: dict) -> dict:
+    """Score differences between translator modes on the same examples, with bootstrap CIs:
+    "translated - single" etc., for every pair of translator modes in the run."""
+    present = [m for m in TRANSLATOR_MODES if m in modes]
+    result = {}
+    for i, first in enumerate(present):
+        for second in present[i + 1:]:
+            scores = {r["id"]: r["score"] for r in records[second]}
+            pairs = [(r["score"], scores[r["id"]]) for r in records[first] if r["id"] in scores]
+            mean, low, high = bootstrap_difference_ci([a for a, _ in pairs], [b for _, b in pairs])
+            result[f"{first} - {second}"] = {"n": len(pairs), "mean": _finite(mean),
+                                             "ci95": [_finite(low), _finite(high)]}
+    return result
+
+
 def _finite(value: float):
     """Rounded, or None where undefined (a direct score of 0): JSON has no NaN."""
     return None if value != value else round(value, 3)
@@ -73,6 +91,9 @@ def write_report(run: Path, task: str, modes: tuple, ids: list, store, lm, confi
                if task == "multi_doc" else "the example's own passage",
                "encoder_cache_bytes_per_token": per_token.get("encoder_caches"),
                "modes": summarize(task, modes, records, per_token)}
+    differences = paired_differences(modes, records)
+    if differences:
+        metrics["paired_differences"] = differences
     atomic_write_text(run / "metrics.json", json.dumps(metrics, indent=2))
     atomic_write_text(run / "report.md", _markdown(metrics, config))
     _plots(run, metrics, records)
@@ -94,6 +115,11 @@ def _markdown(metrics: dict, config) -> str:
         lines.append(f"| {mode} | {m['n']} | {m[score]} |{em} {m['retention']} [{m['retention_ci95'][0]}, "
                      f"{m['retention_ci95'][1]}] | {m['ttft_mean_ms']} / {m['ttft_median_ms']} | "
                      f"{m['context_tokens_mean']} | {m['bytes_stored_per_context_token']} |")
+    if metrics.get("paired_differences"):
+        lines += ["", f"Translator modes on the same examples: mean {score} difference [paired bootstrap "
+                  "95% CI]; an interval above 0 means the first beats the second beyond noise.", ""]
+        lines += [f"- {pair}: {d['mean']} [{d['ci95'][0]}, {d['ci95'][1]}] over {d['n']} examples"
+                  for pair, d in metrics["paired_differences"].items()]
     return "\n".join(lines) + "\n"
 
 

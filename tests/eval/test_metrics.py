@@ -2,7 +2,7 @@
 
 import pytest
 
-from eval.metrics import exact_match_score, f1_score, normalize_answer, squad_scores
+from eval.metrics import bootstrap_difference_ci, exact_match_score, f1_score, normalize_answer, squad_scores
 
 
 def test_normalization_drops_articles_punctuation_case_and_spaces():
@@ -24,3 +24,13 @@ def test_exact_match_and_max_over_golds():
     assert scores == {"f1": 100.0, "em": 100.0}
     partial = squad_scores("in Santa Clara, California, USA", ["Santa Clara, California"])
     assert partial["em"] == 0.0 and 0 < partial["f1"] < 100
+
+
+def test_paired_difference_interval():
+    better = [60.0, 70.0, 80.0, 90.0] * 10
+    worse = [b - 10.0 + (i % 3) for i, b in enumerate(better)]  # always 8-10 lower
+    mean, low, high = bootstrap_difference_ci(better, worse)
+    assert mean == pytest.approx(10.0 - sum(i % 3 for i in range(40)) / 40)
+    assert 8.0 <= low <= mean <= high <= 10.0
+    noisy_mean, noisy_low, noisy_high = bootstrap_difference_ci([0.0, 100.0] * 10, [100.0, 0.0] * 10)
+    assert noisy_mean == 0.0 and noisy_low < 0 < noisy_high

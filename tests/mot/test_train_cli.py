@@ -176,6 +176,14 @@ def test_eval_runs_translated_modes_and_adds_modes_to_a_run(trained_store, tiny_
     assert metrics["modes"]["translated"]["bytes_stored_per_context_token"] > 0
     records = [json.loads(l) for l in (out / "predictions.jsonl").read_text().splitlines()]
     assert len(records) == 25  # direct and none were not redone
+    # translator modes compared pairwise on the same examples
+    score = {(r["id"], r["mode"]): r["score"] for r in records}
+    ids = {r["id"] for r in records}
+    want = sum(score[(i, "translated")] - score[(i, "ridge")] for i in ids) / len(ids)
+    diff = metrics["paired_differences"]["translated - ridge"]
+    assert diff["n"] == 5 and diff["mean"] == round(want, 3) and diff["ci95"][0] <= diff["mean"] <= diff["ci95"][1]
+    assert set(metrics["paired_differences"]) == {"translated - ridge", "translated - translated-window",
+                                                  "ridge - translated-window"}
 
 
 def test_qa_check_records_retention_for_the_gate(tiny_models, text_corpus, tmp_path, cag_home):
