@@ -11,10 +11,11 @@ time needs neither gradients nor that loop:
 
 The stacked mixtures compute in bfloat16 where the hardware multiplies it natively (CUDA, CPUs with
 AVX512-BF16 or AMX: about 2.3x the float32 matmul rate on this project's 2-core CPU), else float32.
-The rounding (8 mantissa bits) is two orders of magnitude below the translation's own error, and
-chunk caches are stored in float16 anyway. The stacked parameters are built once per translator and rebuilt when any parameter or buffer changes
-in place (an optimizer step bumps torch's tensor version counters), so a translator trained further in
-the same process is never translated with stale weights.
+Measured on the shipped translators: bf16 and float32 translations differ by a normalized squared
+error of 6e-6, against 0.2-0.5 between a translation and the native K/V (and chunk caches are
+stored in float16 anyway). The stacked parameters are built once per translator and rebuilt when
+any parameter or buffer changes in place (an optimizer step bumps torch's tensor version
+counters), so a translator trained further in the same process never translates with stale weights.
 """
 
 import torch
