@@ -108,7 +108,7 @@ def make_windows(paragraphs: list[str], tokenizer, count: int, chunk_tokens: int
             break
         text = paragraphs[i]
         offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
-        if len(offsets) < need:
+        if len(offsets) < need + cloze:  # cloze: the token after the context marks its end
             continue
         cuts = [offsets[j * chunk_tokens][0] for j in range(chunks + 1)]
         cuts[0] = 0

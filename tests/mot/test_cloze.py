@@ -40,6 +40,8 @@ def test_cloze_windows_end_in_the_question_and_the_teachers_answer():
     paragraphs = [TEXT, "the cat sat on the mat and looked at the door. " * 6, TEXT + " " + TEXT]
     windows = make_windows(paragraphs, source.tokenizer, 4, chunk_tokens=40, chunks=2, continuation="cloze")
     assert len(windows) == 2  # the paragraph without a fact gives no window
+    exact = source.tokenizer.decode(source.tokenizer(TEXT + " " + TEXT, add_special_tokens=False)["input_ids"][:80])
+    make_windows([exact], source.tokenizer, 1, chunk_tokens=40, chunks=2, continuation="cloze")  # no IndexError
     assert windows and all(w.question and not w.continuation for w in windows)
     layout = prompt_layout(target.tokenizer)
     prepared = prepare_window(windows[0], source, target, prompt_layout(source.tokenizer).prefix_ids,

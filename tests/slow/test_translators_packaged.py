@@ -4,14 +4,17 @@ translators' budgets and fingerprints, and `ask --mode translated` end to end wi
 from pathlib import Path
 
 import pytest
+import torch
 
 from cag.ask import ask
 from cag.ingest.pipeline import IngestOptions, ingest
-from cag.kv.chunk_cache import tokenize_chunk
+from cag.kv.chunk_cache import prefill_chunk, tokenize_chunk
 from cag.models import load_model
 from cag.retrieval import Retriever
 from cag.store import Store
+from cag.prompt import prompt_layout
 from mot.alignment import align
+from mot.batched import translate_layers
 from mot.checkpoint import load_translator
 from mot.registry import SHIPPED, find_translator
 
@@ -57,6 +60,18 @@ def test_shipped_translators_match_the_models_and_budgets(models, target, kind):
     translator = load_translator(found.path)
     generator_parameters = sum(p.numel() for p in models[target].model.parameters())
     assert translator.parameter_count() < 0.10 * generator_parameters
+    # the batched inference path (bf16 where native) gives the training path's translation
+    source = models["smollm2-135m"]
+    chunk = prefill_chunk(source, TEXTS[2], prompt_layout(source.tokenizer).prefix_ids)
+    _, t_offsets = tokenize_chunk(models[target].tokenizer, TEXTS[2])
+    weights = align(TEXTS[2], t_offsets, chunk.offsets).weights
+    positions = torch.arange(5, 5 + weights.shape[0])
+    with torch.no_grad():
+        want_k, want_v, _ = translator(chunk.keys, chunk.values, weights, positions)
+    for dtype, bound in ((torch.float32, 1e-9), (torch.bfloat16, 1e-4)):
+        got_k, got_v = translate_layers(translator, chunk.keys, chunk.values, weights, positions, dtype)
+        error = sum(float((g - w).pow(2).sum()) for g, w in zip(got_k + got_v, want_k + want_v))
+        assert error / sum(float(w.pow(2).sum()) for w in want_k + want_v) < bound, dtype
 
 
 def test_ask_translated_with_the_shipped_translator(models, tmp_path):
