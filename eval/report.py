@@ -69,7 +69,7 @@ def _finite(value: float):
 def storage_per_token(store, lm) -> dict:
     """Bytes of stored chunk caches per context token: native uses the generator's own caches."""
     info = store.info()
-    tokens = max(info["tokens"], 1)
+    tokens = max(info["distinct_tokens"], 1)  # a passage ingested twice is cached once
     result = {"direct": 0.0, "none": 0.0}
     for space in info["cache_spaces"]:
         if space["role"] == "native" and space["fingerprint"] == lm.fingerprint[:12]:

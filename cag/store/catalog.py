@@ -176,4 +176,7 @@ class Catalog:
         return {"files": one("SELECT COUNT(DISTINCT path) FROM documents"),
                 "documents": one("SELECT COUNT(*) FROM documents"),
                 "chunks": one("SELECT COUNT(*) FROM chunks"),
-                "tokens": one("SELECT COALESCE(SUM(n_tokens), 0) FROM chunks")}
+                "tokens": one("SELECT COALESCE(SUM(n_tokens), 0) FROM chunks"),
+                # identical chunk text is cached once: the tokens the cache files hold
+                "distinct_tokens": one("SELECT COALESCE(SUM(n), 0) FROM "
+                                       "(SELECT MAX(n_tokens) AS n FROM chunks GROUP BY text_sha256)")}

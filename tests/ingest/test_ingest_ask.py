@@ -33,6 +33,18 @@ def test_ingest_reads_every_format_and_skips_binary(tiny_models, corpus, tmp_pat
     assert store.index().info.count == counts["chunks"]
 
 
+def test_identical_text_is_cached_once_and_counted_once(tiny_models, tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    text = "Mount Elbert is the highest summit of the Rocky Mountains. " * 3
+    (folder / "a.txt").write_text(text)
+    (folder / "b.txt").write_text(text)
+    report = ingest([folder], tmp_path / "store", options(tiny_models))
+    counts = Store.open(tmp_path / "store").catalog.counts()
+    assert counts["documents"] == 2 and counts["tokens"] == 2 * counts["distinct_tokens"] > 0
+    assert report.caches_written == counts["chunks"] // 2
+
+
 def test_rerun_does_no_model_work_and_changes_are_tracked(tiny_models, corpus, tmp_path):
     ingest([corpus], tmp_path / "store", options(tiny_models))
     again = ingest([corpus], tmp_path / "store", options(tiny_models))
