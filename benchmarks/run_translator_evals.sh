@@ -1,14 +1,53 @@
 #!/usr/bin/env bash
-# The QA evaluations of the shipped translators recorded in benchmarks/results/eval/ (issue: MoT
-# translators), every mode side by side. Run folders go under runs/ (not committed); a killed run
-# resumes when re-run; `python benchmarks/collect_eval.py RUN_DIR` copies its records.
-# Recorded: qwen 40 SQuAD questions with translated-window too; gemma 20 (session time ran out).
+# The QA evaluations of the translators recorded in benchmarks/results/eval/ (issues: MoT
+# translators; translated caches that keep the facts), every mode side by side. Run folders go
+# under runs/ (not committed); a killed run resumes when re-run; `python
+# benchmarks/collect_eval.py RUN_DIR` copies its records. Long: on 2 CPU cores SQuAD 200 with six
+# modes takes about an hour, BoolQ 200 about 20 minutes. Pass step names to run only some:
+#   bash benchmarks/run_translator_evals.sh squad boolq cloze depth
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CAG=${CAG:-.venv/bin/cag}
-$CAG eval --dataset squad --limit 40 --model qwen2.5-coder-0.5b \
-    --modes direct,native,none,translated,single,ridge,translated-window --out runs/squad-40-qwen2.5-coder-0.5b-translators
-python benchmarks/collect_eval.py runs/squad-40-qwen2.5-coder-0.5b-translators
-$CAG eval --dataset squad --limit 20 --model gemma3-270m \
-    --modes direct,native,none,translated,single,ridge --out runs/squad-20-gemma3-270m-translators
-python benchmarks/collect_eval.py runs/squad-20-gemma3-270m-translators
+PY=${PY:-.venv/bin/python}
+Q=qwen2.5-coder-0.5b
+G=gemma3-270m
+ALL="direct,native,none,translated,single,ridge"
+steps=("$@")
+[ ${#steps[@]} -gt 0 ] || steps=(squad boolq cloze depth)
+for step in "${steps[@]}"; do
+  case $step in
+    squad)  # 200 questions with distinct passages; the first recorded runs used 40 (qwen) and 20 (gemma)
+      $CAG eval --dataset squad --limit 200 --model $Q --modes $ALL --out runs/squad-200-$Q
+      $PY benchmarks/collect_eval.py runs/squad-200-$Q ;;
+    boolq)
+      for m in $Q $G; do
+        $CAG eval --dataset boolq --limit 200 --model $m --modes $ALL --out runs/boolq-200-$m
+        $PY benchmarks/collect_eval.py runs/boolq-200-$m
+      done ;;
+    cloze)  # the MoT translator trained on cloze continuations, on the same 200 SQuAD questions
+      $CAG train --source smollm2-135m --target $Q --kind mot --continuation cloze --no-install \
+        --out runs/train-smollm2-135m-$Q-mot-full-cloze --data runs/train-data-smollm2-135m-$Q-cloze
+      # a CAG home sharing the converted models, whose translators/ holds only the cloze MoT
+      home=$(mktemp -d) && mkdir -p "$home/translators"
+      for f in "${CAG_HOME:-$HOME/.cache/cag}"/*; do
+        [ "$(basename "$f")" = translators ] || ln -s "$(realpath "$f")" "$home/$(basename "$f")"
+      done
+      for ext in safetensors json; do
+        cp runs/train-smollm2-135m-$Q-mot-full-cloze/translator.$ext "$home/translators/smollm2-135m__${Q}__mot.$ext"
+      done
+      [ -d runs/squad-200-$Q-mot-cloze ] || $PY benchmarks/fork_eval_run.py runs/squad-200-$Q runs/squad-200-$Q-mot-cloze
+      CAG_HOME=$home $CAG eval --dataset squad --limit 200 --model $Q --modes direct,native,none,translated \
+        --out runs/squad-200-$Q-mot-cloze
+      $PY benchmarks/collect_eval.py runs/squad-200-$Q-mot-cloze ;;
+    depth)  # QA against the injection window's start: MoT in 6 of qwen's 24 layers, 40 questions
+      [ -d runs/squad-40-$Q-translators ] || $CAG eval --dataset squad --limit 40 --model $Q \
+        --modes direct --out runs/squad-40-$Q-translators
+      for w in 0:6 6:12 12:18 18:24; do
+        out=runs/squad-40-$Q-window-${w/:/-}
+        [ -d $out ] || $PY benchmarks/fork_eval_run.py runs/squad-40-$Q-translators $out --keep direct
+        $CAG eval --dataset squad --limit 40 --model $Q --modes direct,translated-window --window $w --out $out
+        $PY benchmarks/collect_eval.py $out
+      done ;;
+    *) echo "unknown step $step (squad, boolq, cloze, depth)" >&2; exit 1 ;;
+  esac
+done
