@@ -38,8 +38,12 @@ def frontier_points(speed: dict, series: list) -> list[dict]:
             label = SPEED_LABEL.get(mode)
             if label not in speedup:
                 continue
-            points.append({"series": name, "mode": renames.get(mode, mode), "retention": m["retention"],
-                           "ci95": m["retention_ci95"], "speedup": speedup[label], "n": m["n"]})
+            point = {"series": name, "mode": renames.get(mode, mode), "retention": m["retention"],
+                     "ci95": m["retention_ci95"], "speedup": speedup[label], "n": m["n"]}
+            seen = (point["mode"], point["retention"], point["speedup"])
+            if any((p["mode"], p["retention"], p["speedup"]) == seen for p in points):
+                continue  # the same predictions shared by several series (forked runs): once
+            points.append(point)
             if mode == "translated" and "translated (stored)" in speedup:  # translations reused
                 points.append({**points[-1], "mode": renames.get(mode, mode) + " (stored)",
                                "speedup": speedup["translated (stored)"]})
