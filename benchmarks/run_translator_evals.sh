@@ -4,7 +4,7 @@
 # under runs/ (not committed); a killed run resumes when re-run; `python
 # benchmarks/collect_eval.py RUN_DIR` copies its records. Long: on 2 CPU cores SQuAD 200 with six
 # modes takes about an hour, BoolQ 200 about 20 minutes. Pass step names to run only some:
-#   bash benchmarks/run_translator_evals.sh squad boolq cloze depth
+#   bash benchmarks/run_translator_evals.sh squad boolq cloze depth frontier
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CAG=${CAG:-.venv/bin/cag}
@@ -13,7 +13,7 @@ Q=qwen2.5-coder-0.5b
 G=gemma3-270m
 ALL="direct,native,none,translated,single,ridge"
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(squad boolq cloze depth)
+[ ${#steps[@]} -gt 0 ] || steps=(squad boolq cloze depth frontier)
 for step in "${steps[@]}"; do
   case $step in
     squad)  # 200 questions with distinct passages; the first recorded runs used 40 (qwen) and 20 (gemma)
@@ -35,10 +35,12 @@ for step in "${steps[@]}"; do
       for ext in safetensors json; do
         cp runs/train-smollm2-135m-$Q-mot-full-cloze/translator.$ext "$home/translators/smollm2-135m__${Q}__mot.$ext"
       done
-      [ -d runs/squad-200-$Q-mot-cloze ] || $PY benchmarks/fork_eval_run.py runs/squad-200-$Q runs/squad-200-$Q-mot-cloze
-      CAG_HOME=$home $CAG eval --dataset squad --limit 200 --model $Q --modes direct,native,none,translated \
-        --out runs/squad-200-$Q-mot-cloze
-      $PY benchmarks/collect_eval.py runs/squad-200-$Q-mot-cloze ;;
+      for d in squad boolq; do
+        [ -d runs/$d-200-$Q-mot-cloze ] || $PY benchmarks/fork_eval_run.py runs/$d-200-$Q runs/$d-200-$Q-mot-cloze
+        CAG_HOME=$home $CAG eval --dataset $d --limit 200 --model $Q --modes direct,native,none,translated \
+          --out runs/$d-200-$Q-mot-cloze
+        $PY benchmarks/collect_eval.py runs/$d-200-$Q-mot-cloze
+      done ;;
     depth)  # QA against the injection window's start: MoT in 6 of qwen's 24 layers, 40 questions
       [ -d runs/squad-40-$Q-translators ] || $CAG eval --dataset squad --limit 40 --model $Q \
         --modes direct --out runs/squad-40-$Q-translators
@@ -48,6 +50,14 @@ for step in "${steps[@]}"; do
         $CAG eval --dataset squad --limit 40 --model $Q --modes direct,translated-window --window $w --out $out
         $PY benchmarks/collect_eval.py $out
       done ;;
-    *) echo "unknown step $step (squad, boolq, cloze, depth)" >&2; exit 1 ;;
+    frontier)  # retention against TTFT speedup at ~2,048 tokens (after the speed benchmark and the runs above)
+      E=benchmarks/results/eval
+      series=(--eval "SQuAD 200=$E/squad-200-$Q" --eval "SQuAD 200, cloze MoT=$E/squad-200-$Q-mot-cloze:translated=MoT cloze")
+      for w in 0-6 6-12 12-18 18-24; do
+        series+=(--eval "SQuAD 40, window $w=$E/squad-40-$Q-window-$w:translated-window=window $w")
+      done
+      $PY benchmarks/plot_frontier.py --speed benchmarks/results/translated_speed-$Q.json "${series[@]}" \
+        --out benchmarks/results/frontier-$Q.png ;;
+    *) echo "unknown step $step (squad, boolq, cloze, depth, frontier)" >&2; exit 1 ;;
   esac
 done
