@@ -74,11 +74,13 @@ def check_question(question: str, mode: str, top_k: int) -> None:
 
 def ask(question: str, store_dir: Path | None = None, model: str = DEFAULT_GENERATOR,
         top_k: int = 3, mode: str = "auto", max_new_tokens: int = 64, on_token=None,
-        lm=None, retriever: Retriever | None = None, min_retention: float | None = None) -> AskResult:
-    """Answer `question`; `lm` / `retriever` let callers reuse loaded models across questions."""
+        lm=None, retriever: Retriever | None = None, min_retention: float | None = None,
+        device: str = "auto", dtype: str = "auto") -> AskResult:
+    """Answer `question`; `lm` / `retriever` let callers reuse loaded models across questions.
+    `device` / `dtype` place a generator loaded here (see cag.models.loading.resolve_device)."""
     check_question(question, mode, top_k)
     store = retriever.store if retriever else Store.open(store_dir)
-    lm = lm or load_model(model)
+    lm = lm or load_model(model, dtype, device)
     retriever = retriever or Retriever(store)
     layout = prompt_layout(lm.tokenizer)
     start = time.perf_counter()

@@ -8,7 +8,7 @@ import typer
 
 from cag.defaults import DEFAULT_GENERATOR
 from cli._errors import handle_errors
-from cli.options import ModelOption, StoreOption
+from cli.options import DeviceOption, DtypeOption, ModelOption, StoreOption
 
 
 @handle_errors
@@ -28,6 +28,8 @@ def ask_command(
     max_new_tokens: Annotated[int, typer.Option(min=1, help="Answer length limit.")] = 64,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object, no streaming.")] = False,
     show_sources: Annotated[bool, typer.Option(help="List the retrieved chunks after the answer.")] = False,
+    device: DeviceOption = "auto",
+    dtype: DtypeOption = "auto",
 ) -> None:
     """Retrieve chunks for QUESTION, bring their stored caches into the generator's space, and
     answer without the generator re-reading the text.
@@ -41,7 +43,7 @@ def ask_command(
     check_question(question, mode, top_k)
     stream = None if as_json else _stream
     result = ask(question, store, model, top_k, mode, max_new_tokens, on_token=stream,
-                 min_retention=min_retention)
+                 min_retention=min_retention, device=device, dtype=dtype)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), ensure_ascii=False))
         return

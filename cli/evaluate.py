@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from cag.defaults import DEFAULT_ENCODER, DEFAULT_GENERATOR
 from cag.progress import Progress as EvalProgress
 from cli._errors import handle_errors
-from cli.options import parse_layer_window
+from cli.options import DeviceOption, parse_layer_window
 
 
 class _Bar(EvalProgress):
@@ -50,6 +50,10 @@ def eval_command(
         help="multi_doc: all paragraphs in order up to this many tokens instead of retrieval.")] = None,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="Answer length limit.")] = 32,
     option_score: Annotated[str, typer.Option(help="multiple_choice: mean or sum log-likelihood.")] = "mean",
+    dtype: Annotated[str, typer.Option(help="Generator compute dtype: fp32, bf16, fp16 or auto (answers and its "
+                                            "native caches; bf16 prefills 2-2.6x faster on CPUs with "
+                                            "AVX512-BF16). The encoder stays fp32.")] = "fp32",
+    device: DeviceOption = "auto",
     skip_missing: Annotated[bool, typer.Option(help="Skip modes that cannot run, with a warning.")] = False,
     out: Annotated[Path | None, typer.Option(help="Run folder (default: runs/eval-...). "
                                                   "Re-running the same command resumes it.")] = None,
@@ -65,7 +69,7 @@ def eval_command(
     config = EvalConfig(dataset, task, model, encoder, tuple(m.strip() for m in modes.split(",") if m.strip()),
                         limit, seed, top_k, context_budget, max_new_tokens, option_score,
                         skip_missing=skip_missing, out=str(out) if out else None,
-                        window=parse_layer_window(window))
+                        window=parse_layer_window(window), dtype=dtype, device=device)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, console=Console(stderr=True)) as progress:
         run = run_eval(config, _Bar(progress))

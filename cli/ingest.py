@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from cag.defaults import DEFAULT_EMBEDDER, DEFAULT_ENCODER
 from cag.progress import Progress as IngestProgress
 from cli._errors import handle_errors
-from cli.options import StoreOption
+from cli.options import DeviceOption, DtypeOption, StoreOption
 
 
 class _Bars(IngestProgress):
@@ -48,6 +48,8 @@ def ingest_command(
         help="FAISS factory string: Flat, IVF<n>,Flat or HNSW32 for large stores.")] = "Flat",
     cache_dtype: Annotated[str, typer.Option(help="Storage dtype of chunk caches: fp16, bf16, fp32.")] = "fp16",
     batch_size: Annotated[int, typer.Option(min=1, help="Chunks per prefill batch.")] = 8,
+    device: DeviceOption = "auto",
+    dtype: DtypeOption = "auto",
 ) -> None:
     """Read files (.txt .md .pdf .html .json .jsonl), chunk them, embed them into a FAISS index and
     prefill every chunk once with the encoder; the chunk KV caches are stored on disk.
@@ -59,7 +61,7 @@ def ingest_command(
 
     console = Console(stderr=True)
     options = IngestOptions(encoder, embedder, chunk_tokens, 0, faiss_factory, cache_dtype,
-                            tuple(also_for or ()), batch_size)
+                            tuple(also_for or ()), batch_size, device=device, dtype=dtype)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[rate]}"), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as progress:

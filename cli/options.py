@@ -11,6 +11,12 @@ ModelOption = Annotated[str, typer.Option(
     "--model", "-m", envvar="CAG_MODEL",
     help="Generator: alias (see `cag models`), hub id, model folder or .gguf file.")]
 
+DeviceOption = Annotated[str, typer.Option(
+    envvar="CAG_DEVICE", help="Where models run: auto (cuda if torch sees a GPU, else cpu), cpu, cuda, "
+                              "cuda:N or mps.")]
+DtypeOption = Annotated[str, typer.Option(
+    envvar="CAG_DTYPE", help="Compute dtype: auto (bf16 on a GPU, fp32 on CPU), fp32, bf16 or fp16.")]
+
 
 def parse_layer_window(window: str | None) -> list | None:
     """"START:END" -> [START, END] (generator layers), None -> None."""

@@ -65,7 +65,7 @@ def train_command(
                                                           "target's answer.")] = 12,
     eval_every: Annotated[int, typer.Option(min=1, help="Held-out evaluation every N steps.")] = 40,
     checkpoint_every: Annotated[int, typer.Option(min=1, help="Checkpoint every N steps.")] = 20,
-    device: Annotated[str, typer.Option(help="cpu or cuda.")] = "cpu",
+    device: Annotated[str, typer.Option(help="cpu, cuda or cuda:N (training stays on CPU unless asked).")] = "cpu",
     seed: Annotated[int, typer.Option(help="Seed for window sampling and initialization.")] = 0,
     qa_check: Annotated[int, typer.Option(min=0, help="After training, answer N SQuAD questions in direct "
                                                       "and translated mode and record the retention "

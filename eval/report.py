@@ -85,6 +85,7 @@ def write_report(run: Path, task: str, modes: tuple, ids: list, store, lm, confi
     records = load_predictions(run, ids, modes)
     per_token = storage_per_token(store, lm)
     metrics = {"task": task, "model": lm.name, "encoder": config.encoder, "examples": len(ids),
+               "dtype": config.dtype,
                "option_score": config.option_score if task == "multiple_choice" else None,
                "setting": (f"all paragraphs up to {config.context_budget} encoder tokens"
                            if config.context_budget else f"retrieval top-{config.top_k}")
@@ -104,7 +105,7 @@ def _markdown(metrics: dict, config) -> str:
     score = "f1" if metrics["task"] in GENERATIVE else "accuracy"
     lines = [f"# cag eval: {Path(config.dataset).name} ({metrics['task']})", "",
              f"Model {metrics['model']}, encoder {metrics['encoder']}, {metrics['examples']} examples, "
-             f"seed {config.seed}; context: {metrics['setting']}."]
+             f"seed {config.seed}; context: {metrics['setting']}; generator dtype {metrics['dtype']}."]
     if metrics["option_score"]:
         lines.append(f"Options are scored by the {metrics['option_score']} log-likelihood of their tokens.")
     head = f"| mode | n | {score} |" + (" em |" if score == "f1" else "") + \

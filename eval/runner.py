@@ -9,7 +9,7 @@ import json
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +20,7 @@ from cag.errors import CagError
 from cag.faults import fault_point
 from cag.ingest.pipeline import IngestOptions, ingest
 from cag.models import load_model
+from cag.models.loading import parse_dtype, resolve_device, resolve_dtype
 from cag.progress import Progress
 from cag.prompt import prompt_layout
 from cag.store import Store
@@ -50,6 +51,8 @@ class EvalConfig:
     skip_missing: bool = False
     out: str | None = None
     window: list | None = None  # translated-window: [start, end) generator layers (default: the translator's)
+    dtype: str = "fp32"  # the generator's compute dtype (answers and its native caches); the encoder stays fp32
+    device: str = "auto"  # where models run; not part of the run's identity
 
 
 def check_modes(config: EvalConfig) -> tuple:
@@ -60,6 +63,7 @@ def check_modes(config: EvalConfig) -> tuple:
         raise CagError("Modes must include direct: retention is measured against it.")
     if config.option_score not in ("mean", "sum"):
         raise CagError(f"--option-score must be mean or sum, not {config.option_score!r}.")
+    parse_dtype(config.dtype)  # a bad dtype fails before any model work (run_eval resolves "auto")
     return tuple(config.modes)
 
 
@@ -76,7 +80,8 @@ def check_translators(config: EvalConfig, modes: tuple) -> tuple:
                 reason = (f"no {kind} translator from {config.encoder} to {config.model}: train one with "
                           f"`cag train --source {config.encoder} --target {config.model} --kind {kind}`")
             else:
-                models = models or (load_model(config.encoder), load_model(config.model))
+                models = models or (load_model(config.encoder, device=config.device),
+                                    load_model(config.model, config.dtype, config.device))
                 found = find_translator(models[0].fingerprint, models[1].fingerprint, kind,
                                         models[0].name, models[1].name)
                 reason = found.reason if found.path is None else None
@@ -97,6 +102,8 @@ def default_run_dir(config: EvalConfig, path: Path, task: str) -> Path:
 
 def run_eval(config: EvalConfig, progress: Progress | None = None) -> Path:
     progress = progress or Progress()
+    device = resolve_device(config.device)
+    config = replace(config, device=device, dtype=resolve_dtype(config.dtype, device))
     path, task = resolve_dataset(config.dataset, config.task)
     modes = check_modes(config)
     if _NEEDS_TRANSLATOR & set(modes):  # fail before any model work when a translator is missing
@@ -105,7 +112,7 @@ def run_eval(config: EvalConfig, progress: Progress | None = None) -> Path:
     run = Path(config.out) if config.out else default_run_dir(config, path, task)
     _start_or_resume(run, {**asdict(config), "task": task, "dataset_path": str(path), "modes": list(modes)})
     store, locators = _build_store(run, config, task, examples, modes, _PrefillOnly(progress))
-    lm = load_model(config.model)
+    lm = load_model(config.model, config.dtype, config.device)
     layout = prompt_layout(lm.tokenizer)
     embedder = Embedder(config.embedder) if task == "multi_doc" and not config.context_budget else None
     done = _done_keys(run / "predictions.jsonl")
@@ -130,12 +137,12 @@ def run_eval(config: EvalConfig, progress: Progress | None = None) -> Path:
 def _start_or_resume(run: Path, config: dict) -> None:
     path = run / "config.json"
     if path.is_file():
-        previous = json.loads(path.read_text())
+        previous = {"dtype": "fp32", **json.loads(path.read_text())}  # runs from before --dtype were fp32
         if previous == config:
             return
         # the window only shapes translated-window answers: free to set until that mode has run
-        # `out`: a run folder may have been moved or renamed since it started
-        free = {"modes", "skip_missing", "out"} | (set() if "translated-window" in previous["modes"] else {"window"})
+        # `out`: a run folder may have been moved or renamed since it started; `device`: where it runs
+        free = {"modes", "skip_missing", "out", "device"} | (set() if "translated-window" in previous["modes"] else {"window"})
         same = lambda c: {k: v for k, v in c.items() if k not in free}
         if same(previous) == same(config):
             # the same run with other modes: predictions already made are kept, new modes are added
@@ -192,7 +199,9 @@ def _build_store(run: Path, config: EvalConfig, task: str, examples: list, modes
         contexts.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(contexts, body)
     also = (config.model,) if "native" in modes else ()
-    options = IngestOptions(encoder=config.encoder, embedder=config.embedder, also_for=also)
+    # the encoder prefills in fp32 as in training; the generator's native caches in the run's dtype
+    options = IngestOptions(encoder=config.encoder, embedder=config.embedder, also_for=also,
+                            device=config.device, dtype="fp32", also_for_dtype=config.dtype)
     if records:
         ingest([contexts], run / "store", options, progress)
     else:  # closed book: an empty store, so every mode still runs the same path

@@ -62,7 +62,7 @@ def option_logprobs(lm, context, prompt_ids: list, options: list, layout) -> tup
         branch = copy.deepcopy(cache)
         logits = forward_new_tokens(lm, branch, ids, pos, logits_to_keep=0)  # (T, vocab)
         predictors = torch.cat([last[None], logits[:-1]])  # position t predicts token t
-        logp = F.log_softmax(predictors.float(), dim=-1).gather(1, ids[:, None]).squeeze(1)
+        logp = F.log_softmax(predictors.float(), dim=-1).gather(1, ids[:, None].to(predictors.device)).squeeze(1)
         sums.append(float(logp.sum()))
         means.append(float(logp.mean()))
     return sums, means, prefill_seconds

@@ -27,6 +27,7 @@ from cag.errors import CagError
 from cag.faults import fault_point
 from cag.kv.chunk_cache import run_prefill
 from cag.models import load_model
+from cag.models.loading import resolve_device
 from cag.prompt import prompt_layout
 from mot.checkpoint import save_translator
 from mot.data import CONTINUATIONS, load_window, make_windows, prepare_window, read_paragraphs, save_window
@@ -96,8 +97,7 @@ def check_config(cfg: TrainConfig) -> None:
         raise CagError(f"Unknown continuation {cfg.continuation!r}; choose {' or '.join(CONTINUATIONS)}.")
     if cfg.steps < 0 or cfg.windows < 1 or cfg.batch < 1:
         raise CagError("--steps must be >= 0, --windows and --batch >= 1.")
-    if cfg.device.startswith("cuda") and not torch.cuda.is_available():
-        raise CagError(f"--device {cfg.device}: no CUDA device is available here; use --device cpu.")
+    resolve_device(cfg.device)  # a GPU that is not there is refused before any work
 
 
 def default_window(target_layers: int) -> list:

@@ -42,6 +42,9 @@ class IngestOptions:
     cache_dtype: str = "fp16"
     also_for: tuple = ()
     batch_size: int = 8
+    device: str = "auto"
+    dtype: str = "auto"  # compute dtype of the encoder's prefill (storage: cache_dtype)
+    also_for_dtype: str | None = None  # the also_for models' compute dtype (default: dtype)
 
 
 @dataclass
@@ -89,7 +92,7 @@ def ingest(paths: list, store_dir: Path | None = None, options: IngestOptions = 
     if missing:
         raise CagError(f"No such file or folder: {', '.join(missing)}.")
     _check_existing_store(store_dir, options)
-    encoder = load_model(options.encoder)
+    encoder = load_model(options.encoder, options.dtype, options.device)
     embedder = Embedder(options.embedder)
     config = StoreConfig(encoder.name, encoder.fingerprint, options.embedder, embedder.dim,
                          options.faiss_factory, options.chunk_tokens, options.chunk_overlap,
@@ -116,7 +119,8 @@ def _check_existing_store(store_dir, options: IngestOptions) -> None:
 def _ingest_locked(roots: list, store: Store, encoder, embedder: Embedder, options: IngestOptions,
                    progress: Progress) -> IngestReport:
     config = store.config  # an existing store keeps its own chunking and dtype
-    spaces = [_space(encoder, "encoder")] + [_space(load_model(m), "native") for m in options.also_for]
+    spaces = [_space(encoder, "encoder")] + [_space(load_model(m, options.also_for_dtype or options.dtype, options.device), "native")
+                                              for m in options.also_for]
     for s in spaces:
         store.register_space(s.space)
     chunker = Chunker(encoder.tokenizer, config.chunk_tokens, config.chunk_overlap)

@@ -57,13 +57,46 @@ def parse_dtype(dtype) -> torch.dtype:
     if isinstance(dtype, torch.dtype):
         return dtype
     if dtype not in DTYPES:
-        raise CagError(f"Unknown dtype {dtype!r}; choose one of fp32, bf16, fp16.")
+        raise CagError(f"Unknown dtype {dtype!r}; choose one of auto, fp32, bf16, fp16.")
     return DTYPES[dtype]
 
 
+def resolve_device(device: str = "auto") -> str:
+    """"auto" -> cuda when torch sees a GPU, else cpu; a GPU device that is not there is refused."""
+    device = (device or "auto").strip().lower()
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise CagError(f"--device {device}: torch sees no CUDA GPU here; use --device cpu (or auto).")
+        index = device.partition(":")[2]
+        if index and (not index.isdigit() or int(index) >= torch.cuda.device_count()):
+            raise CagError(f"--device {device}: there are {torch.cuda.device_count()} CUDA device(s).")
+        return device
+    if device == "mps":
+        if not torch.backends.mps.is_available():
+            raise CagError("--device mps: torch sees no Apple GPU here; use --device cpu (or auto).")
+        return device
+    if device != "cpu":
+        raise CagError(f"Unknown device {device!r}; choose auto, cpu, cuda, cuda:N or mps.")
+    return device
+
+
+def resolve_dtype(dtype: str = "auto", device: str = "cpu") -> str:
+    """"auto" -> bf16 on a GPU (half the memory, the GPUs' native speed), fp32 on CPU (exact)."""
+    if dtype == "auto":
+        return "fp32" if device == "cpu" else "bf16"
+    parse_dtype(dtype)
+    return dtype
+
+
 def load_model(name: str, dtype="fp32", device: str = "cpu") -> LoadedModel:
-    """Resolve `name` and load model + tokenizer (converting a GGUF once on first use)."""
+    """Resolve `name` and load model + tokenizer (converting a GGUF once on first use).
+    `device` and `dtype` may be "auto" (see resolve_device / resolve_dtype)."""
     spec = resolve_spec(name)
+    device = resolve_device(device)
+    if not isinstance(dtype, torch.dtype):
+        dtype = resolve_dtype(dtype, device)
     torch_dtype = parse_dtype(dtype)
     start = time.perf_counter()
     folder, weights = _folder_for(spec)

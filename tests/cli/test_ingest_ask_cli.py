@@ -36,6 +36,19 @@ def test_ask_json_has_every_field(store, tiny_models):
                                        "prefill", "ttft", "total"}
 
 
+def test_ask_in_bf16_and_a_missing_gpu_is_one_line(store, tiny_models, monkeypatch):
+    for mode in ("direct", "native"):
+        result = invoke("ask", "How long can the European lobster grow?", "--store", store, "--model",
+                        tiny_models["generator"], "--json", "--max-new-tokens", 4, "--mode", mode,
+                        "--dtype", "bf16")
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout.strip().splitlines()[-1])["mode"] == mode
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    result = invoke("ask", "Who?", "--store", store, "--model", tiny_models["generator"], "--device", "cuda")
+    assert result.exit_code == 1 and "torch sees no CUDA GPU" in result.output
+    assert "Traceback" not in result.output
+
+
 def test_ask_streams_and_shows_sources(store, tiny_models):
     result = invoke("ask", "Who named Mount Elbert?", "--store", store, "--model",
                     tiny_models["generator"], "--show-sources", "--max-new-tokens", 3, "--mode", "direct")

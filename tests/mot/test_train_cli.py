@@ -98,7 +98,7 @@ def test_bad_train_input(tiny_models, text_corpus, tmp_path):
     assert result.exit_code == 1 and "does not exist" in result.output
     result = invoke(*train_args(tiny_models, text_corpus, tmp_path / "c"), "--device", "cuda:0")
     if not __import__("torch").cuda.is_available():
-        assert result.exit_code == 1 and "no CUDA device" in result.output
+        assert result.exit_code == 1 and "torch sees no CUDA GPU" in result.output
     result = invoke(*train_args(tiny_models, text_corpus, tmp_path / "d"), "--mode", "window", "--window", "3")
     assert result.exit_code == 1 and "START:END" in result.output
     result = invoke(*train_args(tiny_models, text_corpus, tmp_path / "e"), "--continuation", "qa")
