@@ -8,6 +8,11 @@
     translated-window
                 the MoT translator's K/V in a window of the generator's layers, the generator
                 running over the context for the others (the paper's replay; a prefill's cost)
+    translated-blend, native-blend
+                the translated (or native) context with a share of its tokens (--blend, default
+                0.15) recomputed by the generator over all layers, attending to the stored K/V of
+                the others: CacheBlend-style repair of translation errors and of the attention
+                missing between independently prefilled chunks (cag.kv.blend)
     none        the question alone
     auto        native if stored, else translated if a MoT translator exists and its recorded QA
                 retention clears --min-retention (the quality gate), else direct
@@ -35,8 +40,10 @@ from cag.retrieval import Retriever
 from cag.store.store import Store
 
 log = logging.getLogger(__name__)
-MODES = ("auto", "direct", "native", "translated", "single", "ridge", "translated-window", "none")
-TRANSLATED = ("translated", "single", "ridge", "translated-window")
+MODES = ("auto", "direct", "native", "translated", "single", "ridge", "translated-window",
+         "translated-blend", "native-blend", "none")
+TRANSLATED = ("translated", "single", "ridge", "translated-window", "translated-blend")
+DEFAULT_BLEND = 0.15  # share of context tokens the blend modes recompute
 
 
 @dataclass
@@ -75,7 +82,7 @@ def check_question(question: str, mode: str, top_k: int) -> None:
 def ask(question: str, store_dir: Path | None = None, model: str = DEFAULT_GENERATOR,
         top_k: int = 3, mode: str = "auto", max_new_tokens: int = 64, on_token=None,
         lm=None, retriever: Retriever | None = None, min_retention: float | None = None,
-        device: str = "auto", dtype: str = "auto") -> AskResult:
+        device: str = "auto", dtype: str = "auto", blend: float = DEFAULT_BLEND) -> AskResult:
     """Answer `question`; `lm` / `retriever` let callers reuse loaded models across questions.
     `device` / `dtype` place a generator loaded here (see cag.models.loading.resolve_device)."""
     check_question(question, mode, top_k)
@@ -94,7 +101,7 @@ def ask(question: str, store_dir: Path | None = None, model: str = DEFAULT_GENER
                "retrieve": retrieval.retrieve_ms if retrieval else 0.0,
                "load": 0.0, "translate": 0.0, "assemble": 0.0}
     q_ids = layout.question_ids(lm.tokenizer, question)
-    context, lead_ids, context_tokens = build_context(chosen, store, lm, layout, ordered, timings)
+    context, lead_ids, context_tokens = build_context(chosen, store, lm, layout, ordered, timings, blend=blend)
     generation_start = time.perf_counter()
     generation = greedy_generate(lm, lead_ids + q_ids, context, max_new_tokens, on_token)
     timings["prefill"] = generation.prefill_seconds * 1e3
@@ -116,12 +123,12 @@ def _choose_mode(mode: str, store: Store, lm, layout, retrieval, min_retention=N
     space = _native_space(store, lm, layout)
     has_native = space is not None and all(
         store.cache_path(space, r.chunk.text_sha256).is_file() for r in retrieval.results)
-    if mode == "native":
+    if mode in ("native", "native-blend"):
         if not has_native:
             raise CagError(f"No native caches for {lm.name} in store {store.folder}: run "
                            f"`cag ingest PATH --also-for {lm.name} --store {store.folder}` first, "
                            "or use --mode direct.")
-        return "native", []
+        return mode, []
     if has_native:
         return "native", [f"mode auto: using native ({lm.name}'s own stored caches)"]
     from mot.use import DEFAULT_MIN_RETENTION, gate
@@ -132,10 +139,20 @@ def _choose_mode(mode: str, store: Store, lm, layout, retrieval, min_retention=N
     return "direct", [f"mode auto: using direct (no native caches for {lm.name} in the store; {why})"]
 
 
-def build_context(mode: str, store: Store, lm, layout, ordered: list, timings: dict, window=None):
+def build_context(mode: str, store: Store, lm, layout, ordered: list, timings: dict, window=None,
+                  blend: float = DEFAULT_BLEND):
     """The context for `ordered` chunk rows (assembly order) in `mode`: (AssembledContext or None,
     ids the generator prefills before the question, context tokens). Fills timings' load/assemble.
-    `window`: [start, end) layers for translated-window (default: the translator's)."""
+    `window`: [start, end) layers for translated-window (default: the translator's); `blend`: the
+    share of context tokens the *-blend modes recompute."""
+    if mode.endswith("-blend"):
+        from cag.kv.blend import blend as recompute
+        context, lead, tokens = build_context(mode.removesuffix("-blend"), store, lm, layout, ordered, timings)
+        t0 = time.perf_counter()
+        if context is not None:
+            recompute(lm, context, blend)
+        timings["blend"] = (time.perf_counter() - t0) * 1e3
+        return context, lead, tokens
     tokenizer = lm.tokenizer
     prefix = list(layout.prefix_ids)
     if mode in ("direct", "none"):

@@ -18,10 +18,14 @@ def ask_command(
     model: ModelOption = DEFAULT_GENERATOR,
     top_k: Annotated[int, typer.Option("--top-k", "-k", help="Chunks to retrieve.")] = 3,
     mode: Annotated[str, typer.Option(
-        help="auto | direct | native | translated | single | ridge | translated-window | none. "
+        help="auto | direct | native | translated | single | ridge | translated-window | "
+             "translated-blend | native-blend | none. "
              "translated uses the MoT translator from the store's encoder to --model (`cag train`); "
              "single and ridge its simpler baselines; translated-window injects it into a window "
-             "of layers and lets the generator replay the context for the others.")] = "auto",
+             "of layers and lets the generator replay the context for the others; the -blend modes "
+             "let the generator recompute a share (--blend) of the context tokens.")] = "auto",
+    blend: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of context tokens the -blend modes "
+                                         "recompute (those whose stored K/V deviate most).")] = 0.15,
     min_retention: Annotated[float, typer.Option(
         help="Quality gate for --mode auto: use a translator only if its recorded QA retention "
              "(score / direct score) is at least this.")] = 0.6,
@@ -43,7 +47,7 @@ def ask_command(
     check_question(question, mode, top_k)
     stream = None if as_json else _stream
     result = ask(question, store, model, top_k, mode, max_new_tokens, on_token=stream,
-                 min_retention=min_retention, device=device, dtype=dtype)
+                 min_retention=min_retention, device=device, dtype=dtype, blend=blend)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), ensure_ascii=False))
         return

@@ -38,11 +38,14 @@ def eval_command(
     model: Annotated[str, typer.Option("--model", "-m", help="Generator.")] = DEFAULT_GENERATOR,
     encoder: Annotated[str, typer.Option(help="Encoder that prefills the passages.")] = DEFAULT_ENCODER,
     modes: Annotated[str, typer.Option(help="Comma-separated: direct, native, none, translated, single, "
-                                            "ridge, translated-window (the last four need translators: "
+                                            "ridge, translated-window, translated-blend, native-blend "
+                                            "(the translator modes need translators: "
                                             "`cag train`).")] = "direct,native,none",
     window: Annotated[str | None, typer.Option(help="translated-window: generator layers START:END "
                                                     "(default: the translator's training window or the "
                                                     "middle third).")] = None,
+    blend: Annotated[float, typer.Option(min=0.0, max=1.0, help="-blend modes: share of context tokens "
+                                         "the generator recomputes.")] = 0.15,
     limit: Annotated[int | None, typer.Option(min=1, help="Examples to sample (default: all).")] = None,
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
     top_k: Annotated[int, typer.Option(min=1, help="multi_doc: paragraphs retrieved.")] = 3,
@@ -69,7 +72,7 @@ def eval_command(
     config = EvalConfig(dataset, task, model, encoder, tuple(m.strip() for m in modes.split(",") if m.strip()),
                         limit, seed, top_k, context_budget, max_new_tokens, option_score,
                         skip_missing=skip_missing, out=str(out) if out else None,
-                        window=parse_layer_window(window), dtype=dtype, device=device)
+                        window=parse_layer_window(window), dtype=dtype, device=device, blend=blend)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, console=Console(stderr=True)) as progress:
         run = run_eval(config, _Bar(progress))

@@ -43,7 +43,7 @@ def summarize(task: str, modes: tuple, records: dict, bytes_per_token: dict) -> 
     return summary
 
 
-TRANSLATOR_MODES = ("translated", "single", "ridge", "translated-window")
+TRANSLATOR_MODES = ("translated", "single", "ridge", "translated-window", "translated-blend")
 
 
 def paired_differences(modes: tuple, records: dict) -> dict:
@@ -73,10 +73,10 @@ def storage_per_token(store, lm) -> dict:
     result = {"direct": 0.0, "none": 0.0}
     for space in info["cache_spaces"]:
         if space["role"] == "native" and space["fingerprint"] == lm.fingerprint[:12]:
-            result["native"] = round(space["bytes"] / tokens, 1)
+            result["native"] = result["native-blend"] = round(space["bytes"] / tokens, 1)
         if space["role"] == "encoder":  # translated modes read the shared encoder caches
             result["encoder_caches"] = round(space["bytes"] / tokens, 1)
-            for mode in ("translated", "single", "ridge", "translated-window"):
+            for mode in TRANSLATOR_MODES:
                 result[mode] = result["encoder_caches"]
     return result
 

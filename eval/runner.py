@@ -30,8 +30,10 @@ from eval.scoring import evaluate_example
 from indexes.embedder import Embedder
 
 log = logging.getLogger(__name__)
-EVAL_MODES = ("direct", "native", "none", "translated", "single", "ridge", "translated-window")
-_NEEDS_TRANSLATOR = {"translated", "single", "ridge", "translated-window"}
+EVAL_MODES = ("direct", "native", "none", "translated", "single", "ridge", "translated-window",
+              "translated-blend", "native-blend")
+_NEEDS_TRANSLATOR = {"translated", "single", "ridge", "translated-window", "translated-blend"}
+_BLEND_MODES = {"translated-blend", "native-blend"}
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ class EvalConfig:
     window: list | None = None  # translated-window: [start, end) generator layers (default: the translator's)
     dtype: str = "fp32"  # the generator's compute dtype (answers and its native caches); the encoder stays fp32
     device: str = "auto"  # where models run; not part of the run's identity
+    blend: float = 0.15  # *-blend modes: share of context tokens the generator recomputes
 
 
 def check_modes(config: EvalConfig) -> tuple:
@@ -123,7 +126,8 @@ def run_eval(config: EvalConfig, progress: Progress | None = None) -> Path:
             for mode in modes:
                 if (example["id"], mode) not in done:
                     record = evaluate_example(task, mode, example, rows, store, lm, layout,
-                                              config.max_new_tokens, config.option_score, config.window)
+                                              config.max_new_tokens, config.option_score, config.window,
+                                              config.blend)
                     out.write(json.dumps(record, ensure_ascii=False) + "\n")
                     out.flush()
                     os.fsync(out.fileno())
@@ -137,12 +141,14 @@ def run_eval(config: EvalConfig, progress: Progress | None = None) -> Path:
 def _start_or_resume(run: Path, config: dict) -> None:
     path = run / "config.json"
     if path.is_file():
-        previous = {"dtype": "fp32", **json.loads(path.read_text())}  # runs from before --dtype were fp32
+        # keys added since a run started take the value it ran with (runs before --dtype were fp32)
+        previous = {"dtype": "fp32", "blend": 0.15, **json.loads(path.read_text())}
         if previous == config:
             return
         # the window only shapes translated-window answers: free to set until that mode has run
         # `out`: a run folder may have been moved or renamed since it started; `device`: where it runs
         free = {"modes", "skip_missing", "out", "device"} | (set() if "translated-window" in previous["modes"] else {"window"})
+        free |= set() if _BLEND_MODES & set(previous["modes"]) else {"blend"}
         same = lambda c: {k: v for k, v in c.items() if k not in free}
         if same(previous) == same(config):
             # the same run with other modes: predictions already made are kept, new modes are added

@@ -16,7 +16,7 @@ from cag.home import cag_home
 log = logging.getLogger(__name__)
 SHIPPED = Path(__file__).resolve().parent.parent / "translators"
 MODE_KIND = {"translated": "mot", "single": "single", "ridge": "ridge",  # ask/eval mode -> kind
-             "translated-window": "mot"}
+             "translated-window": "mot", "translated-blend": "mot"}
 
 
 def translator_dirs() -> list[Path]:

@@ -186,6 +186,28 @@ def test_eval_runs_translated_modes_and_adds_modes_to_a_run(trained_store, tiny_
                                                   "ridge - translated-window"}
 
 
+def test_blend_modes_in_ask_and_eval(trained_store, tiny_models, tmp_path):
+    answer = ask_json(trained_store, tiny_models, "--mode", "translated-blend", "--blend", 0.3)
+    assert answer["mode"] == "translated-blend" and answer["timings_ms"]["blend"] > 0
+    refused = invoke("ask", "Q?", "--store", trained_store, "--model", tiny_models["generator"], "--mode", "native-blend")
+    assert refused.exit_code == 1 and "No native caches" in refused.output  # this store has none
+    out = tmp_path / "eval"
+    base = ["eval", "--dataset", SQUAD5, "--task", "extractive", "--model", tiny_models["generator"],
+            "--encoder", tiny_models["encoder"], "--max-new-tokens", 3, "--out", out, "--limit", 2]
+    result = invoke(*base, "--modes", "direct,native,native-blend,translated,translated-blend", "--blend", 1.0)
+    assert result.exit_code == 0, result.output
+    records = {(r["id"], r["mode"]): r for r in map(json.loads, (out / "predictions.jsonl").read_text().splitlines())}
+    for (i, mode), r in records.items():
+        if mode.endswith("-blend"):  # every context token recomputed: the generator's own cache
+            assert r["prediction"] == records[(i, "direct")]["prediction"] or r["chunks"] > 1
+            assert r["timings_ms"]["blend"] > 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert "translated - translated-blend" in metrics["paired_differences"]
+    assert metrics["modes"]["native-blend"]["bytes_stored_per_context_token"] > 0
+    changed = invoke(*base, "--modes", "direct,native-blend", "--blend", 0.5)
+    assert changed.exit_code == 1 and "another config" in changed.output  # blend answers already made
+
+
 def test_qa_check_records_retention_for_the_gate(tiny_models, text_corpus, tmp_path, cag_home):
     out = tmp_path / "run"
     result = invoke(*train_args(tiny_models, text_corpus, out, kind="ridge"), "--qa-check", 2)

@@ -1,0 +1,123 @@
+"""Selective recompute of an assembled context (CacheBlend-style): the generator recomputes a share
+of the context tokens over all its layers, each attending to the stored (translated or
+independently prefilled) K/V of the others, and their K/V replace the stored ones.
+
+Which tokens: those whose stored K/V deviate most from the generator's own at an early layer
+(`SELECT_LAYER`); the generator computes its own K/V there by running its first layers over the
+whole context (a `(SELECT_LAYER + 1) / layers` share of a prefill), stopped by the cache.
+Cost: that share plus the recomputed share of a prefill; the question then continues the cache.
+
+Rotary generators only; the cache must hold every position (no sliding-window layer may have
+dropped tokens). Cache index == position: assembly lays the prefix and chunks out contiguously.
+"""
+
+import math
+
+import torch
+from transformers import DynamicCache
+
+from cag.errors import CagError
+from cag.kv.assemble import AssembledContext, native_prefix_kv
+
+SELECT_LAYER = 1  # CacheBlend's choice: layer 0's K/V hold no context, layer 1's already do
+
+
+class _Stop(Exception):
+    """Raised by the probe cache once the selection layer's K/V are captured."""
+
+
+class _ProbeCache(DynamicCache):
+    """Native prefix K/V; captures the context's K/V at `layer` and stops the forward there."""
+
+    def __init__(self, config, prefix_kv, layer: int):
+        super().__init__(config=config)
+        self.layer = layer
+        self.captured = None
+        if prefix_kv is not None:
+            for i, (k, v) in enumerate(zip(*prefix_kv)):
+                DynamicCache.update(self, k[None], v[None], i)
+
+    def update(self, key_states, value_states, layer_idx, *args, **kwargs):
+        if layer_idx == self.layer:
+            self.captured = (key_states[0], value_states[0])  # (H, T, D), rotated
+            raise _Stop
+        return super().update(key_states, value_states, layer_idx, *args, **kwargs)
+
+
+def check_blendable(lm, length: int) -> None:
+    geometry = lm.geometry
+    if not geometry.is_rotary:
+        raise CagError(f"Blend modes need a rotary generator; {geometry.family} uses absolute positions.")
+    if geometry.sliding_window and length >= geometry.sliding_window:
+        raise CagError(f"Blend modes need every position in the cache: {lm.name}'s sliding-window "
+                       f"layers keep {geometry.sliding_window - 1} tokens, the context has {length}.")
+
+
+@torch.no_grad()
+def deviation_scores(lm, context: AssembledContext, layer: int = SELECT_LAYER) -> torch.Tensor:
+    """(T,) per context token: normalized squared distance between the stored K/V at `layer` and the
+    generator's own, computed by running its first `layer + 1` layers over the context."""
+    p = context.prefix_tokens
+    ids = context.input_ids[p:]
+    prefix_kv = native_prefix_kv(lm, context.input_ids[:p]) if p else None
+    probe = _ProbeCache(lm.config, prefix_kv, layer)
+    positions = torch.arange(p, context.length, device=lm.device)[None]
+    try:
+        lm.model(input_ids=ids[None].to(lm.device), position_ids=positions, cache=probe, use_cache=True,
+                 logits_to_keep=1)
+    except _Stop:
+        pass
+    own_k, own_v = (x.float() for x in probe.captured)  # (H, T, D)
+    stored = context.cache.layers[layer]
+    k, v = stored.keys[0, :, p:].float(), stored.values[0, :, p:].float()  # (H, T, D)
+
+    def distance(a, b):  # (T,)
+        return (a - b).pow(2).sum((0, 2)) / b.pow(2).sum((0, 2)).mean().clamp_min(1e-12)
+
+    return distance(k, own_k) + distance(v, own_v)
+
+
+def select_tokens(scores: torch.Tensor, fraction: float) -> torch.Tensor:
+    """Indices (sorted) of the ceil(fraction * T) highest-scoring tokens."""
+    count = min(scores.numel(), math.ceil(fraction * scores.numel()))
+    return scores.topk(count).indices.sort().values
+
+
+@torch.no_grad()
+def blend(lm, context: AssembledContext, fraction: float, layer: int = SELECT_LAYER) -> tuple[AssembledContext, int]:
+    """Recompute `fraction` of the context tokens in place; (the context, tokens recomputed)."""
+    if not 0.0 <= fraction <= 1.0:
+        raise CagError(f"--blend must be between 0 and 1 (a share of the context tokens), not {fraction}.")
+    check_blendable(lm, context.length)
+    p, total = context.prefix_tokens, context.length
+    if fraction == 0.0 or total == p:
+        return context, 0
+    scores = deviation_scores(lm, context, layer) if fraction < 1.0 else torch.zeros(total - p)
+    chosen = select_tokens(scores, fraction) + p  # (S,) cache indices == positions
+    recompute_in_place(lm, context, chosen)
+    return context, int(chosen.numel())
+
+
+def recompute_in_place(lm, context: AssembledContext, chosen: torch.Tensor) -> None:
+    """Run the generator over the tokens at positions `chosen` (sorted); at every layer their new
+    K/V overwrite the stored ones before attention, and each attends to positions <= its own."""
+    cache, device = context.cache, lm.device
+    index = chosen.to(device)
+    dtype = cache.layers[0].keys.dtype
+
+    def update(key_states, value_states, layer_idx, *args, **kwargs):  # replaces, never appends
+        stored = cache.layers[layer_idx]
+        stored.keys[:, :, index] = key_states.to(dtype)
+        stored.values[:, :, index] = value_states.to(dtype)
+        return stored.keys, stored.values
+
+    # (1, 1, S, L) additive mask: query at position q sees keys at positions <= q
+    allowed = torch.arange(context.length, device=device)[None, :] <= index[:, None]
+    mask = torch.zeros(allowed.shape, dtype=dtype, device=device)
+    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+    cache.update = update  # instance attribute: shadows DynamicCache.update for this forward only
+    try:
+        lm.model(input_ids=context.input_ids[chosen][None].to(device), position_ids=index[None],
+                 attention_mask=mask[None, None], cache=cache, use_cache=True, logits_to_keep=1)
+    finally:
+        del cache.update

@@ -1,0 +1,108 @@
+"""Selective recompute (blend) of assembled contexts on tiny rotary models."""
+
+import pytest
+import torch
+
+from cag.errors import CagError
+from cag.kv.assemble import assemble
+from cag.kv.blend import SELECT_LAYER, blend, deviation_scores
+from cag.kv.chunk_cache import prefill_chunk
+from cag.testing import tiny_lm, tiny_tokenizer
+
+TEXTS = ["Paris is the capital of France; Berlin is the capital of Germany.",
+         "Ada Lovelace wrote the report in 1999 with numbers like 42."]
+ROTARY = ("llama", "qwen2", "gemma3")
+
+
+def model(family):
+    # the tiny gemma3's sliding window (8) would drop positions; blend needs them all
+    return tiny_lm(family, sliding_window=512) if family == "gemma3" else tiny_lm(family)
+
+
+def contexts(lm):
+    """(native: one chunk prefilled whole, exact; split: the same text as two independent chunks)."""
+    prefix = [tiny_tokenizer().bos_token_id]
+    whole = prefill_chunk(lm, " ".join(TEXTS), prefix_ids=prefix)
+    parts = [prefill_chunk(lm, TEXTS[0], prefix_ids=prefix), prefill_chunk(lm, " " + TEXTS[1], prefix_ids=prefix)]
+    return assemble(lm, [whole], prefix), assemble(lm, parts, prefix)
+
+
+def kv(context):
+    return [(layer.keys.clone(), layer.values.clone()) for layer in context.cache.layers]
+
+
+def assert_same_kv(a, b, atol=1e-4):
+    for (ka, va), (kb, vb) in zip(a, b):
+        torch.testing.assert_close(ka, kb, atol=atol, rtol=1e-4)
+        torch.testing.assert_close(va, vb, atol=atol, rtol=1e-4)
+
+
+@pytest.mark.parametrize("family", ROTARY)
+def test_recomputing_every_token_gives_the_native_cache(family):
+    lm = model(family)
+    native, _ = contexts(lm)
+    want = kv(native)
+    noisy, _ = contexts(lm)
+    torch.manual_seed(0)
+    for layer in noisy.cache.layers:  # a bad translation of every context token, prefix untouched
+        p = noisy.prefix_tokens
+        layer.keys[:, :, p:] += torch.randn_like(layer.keys[:, :, p:])
+        layer.values[:, :, p:] += torch.randn_like(layer.values[:, :, p:])
+    _, count = blend(lm, noisy, 1.0)
+    assert count == native.length - native.prefix_tokens
+    assert_same_kv(kv(noisy), want)
+
+
+@pytest.mark.parametrize("family", ROTARY)
+def test_partial_recompute_of_an_exact_cache_changes_nothing(family):
+    # each recomputed token attends to positions <= its own only: an exact cache stays exact
+    lm = model(family)
+    native, _ = contexts(lm)
+    want = kv(native)
+    _, count = blend(lm, native, 0.3)
+    assert 0 < count < native.length
+    assert_same_kv(kv(native), want)
+
+
+def test_selection_finds_the_damaged_tokens_and_repairs_them():
+    lm = model("qwen2")
+    native, _ = contexts(lm)
+    want = kv(native)
+    damaged, _ = contexts(lm)
+    p, hit = damaged.prefix_tokens, [3, 11]
+    for layer in damaged.cache.layers:
+        for t in hit:
+            layer.values[:, :, p + t] += 5.0
+    scores = deviation_scores(lm, damaged)
+    assert set(scores.topk(2).indices.tolist()) == set(hit)
+    fraction = 2 / (damaged.length - p)
+    _, count = blend(lm, damaged, fraction)
+    assert count == 2
+    assert_same_kv(kv(damaged), want)
+
+
+def test_blend_repairs_part_of_the_attention_missing_between_chunks():
+    lm = model("llama")
+    native, split = contexts(lm)
+    assert split.length == native.length
+    error = lambda c: sum(float((a[1] - b[1]).pow(2).sum()) for a, b in zip(kv(c), kv(native)))  # noqa: E731
+    before = error(split)
+    assert before > 0  # the second chunk never saw the first
+    scores = deviation_scores(lm, split, SELECT_LAYER)
+    assert float(scores[: len(tiny_tokenizer()(TEXTS[0], add_special_tokens=False).input_ids)].abs().max()) < 1e-6
+    blend(lm, split, 0.5)
+    assert error(split) < before
+
+
+def test_bad_fraction_sliding_window_and_absolute_positions_are_refused():
+    lm = model("qwen2")
+    native, _ = contexts(lm)
+    with pytest.raises(CagError, match="between 0 and 1"):
+        blend(lm, native, 1.5)
+    assert blend(lm, native, 0.0)[1] == 0
+    gemma = tiny_lm("gemma3")  # sliding window 8
+    with pytest.raises(CagError, match="sliding-window layers keep 7 tokens"):
+        blend(gemma, contexts(gemma)[0], 0.5)
+    gpt2 = tiny_lm("gpt2")
+    with pytest.raises(CagError, match="rotary generator"):
+        blend(gpt2, assemble(gpt2, [prefill_chunk(gpt2, TEXTS[0])]), 0.5)
