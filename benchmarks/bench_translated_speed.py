@@ -2,7 +2,8 @@
 
 - TTFT of every ask mode: `translated` (caches translated during the ask, and again with the
   translated caches already stored), `single`, `ridge` and `translated-window` (translating),
-  `native`, `none` and `direct`, medians over alternating repeats, and their ratios (the x axis
+  `native`, `none` and `direct`, and the blend modes at each `--blends` share (`translated-blend@F`,
+  translating; `native-blend@F`), medians over alternating repeats, and their ratios (the x axis
   of the quality/speed frontier, benchmarks/plot_frontier.py);
 - translation cost: translating the retrieved chunks against the generator prefilling the same
   tokens (target: 5% or less).
@@ -45,6 +46,7 @@ def main() -> None:
     parser.add_argument("--generator", default="qwen2.5-coder-0.5b")
     parser.add_argument("--tokens", type=int, default=2048)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--blends", default="0.15,0.3,0.5", help="shares of context tokens recomputed")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         store_dir = Path(tmp) / "store"
@@ -56,17 +58,19 @@ def main() -> None:
         ask("warm-up", model=args.generator, top_k=1, mode="direct", max_new_tokens=1, lm=lm, retriever=retriever)
         labels = ["direct", "native", "none", "translated (translating)", "translated (stored)",
                   "single (translating)", "ridge (translating)", "translated-window (translating)"]
+        blends = [float(f) for f in args.blends.split(",") if f.strip()]
+        labels += [f"translated-blend@{f} (translating)" for f in blends] + [f"native-blend@{f}" for f in blends]
         times = {label: [] for label in labels}
         answers, contexts = {}, {}
         for _ in range(args.repeats):
             for label in times:
-                mode = label.split(" ")[0]
+                mode, _, share = label.split(" ")[0].partition("@")
                 if label.endswith("(translating)"):  # drop stored translations: translate now
                     for space in store.spaces():
                         if space.role == "translated":
                             shutil.rmtree(store_dir / "caches" / space.key, ignore_errors=True)
                 result = ask(QUESTION, model=args.generator, top_k=top_k, mode=mode, max_new_tokens=8,
-                             lm=lm, retriever=retriever)
+                             lm=lm, retriever=retriever, blend=float(share or 0.15))
                 times[label].append(result.timings_ms["ttft"])
                 answers[label], contexts[label] = result.answer, result.context_tokens
         ttft = {k: round(statistics.median(v), 1) for k, v in times.items()}

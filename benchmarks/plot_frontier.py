@@ -34,8 +34,12 @@ def frontier_points(speed: dict, series: list) -> list[dict]:
     points = []
     for name, run, renames in series:
         metrics = json.loads((run / "metrics.json").read_text())
+        share = json.loads((run / "config.json").read_text()).get("blend", 0.15)
         for mode, m in metrics["modes"].items():
             label = SPEED_LABEL.get(mode)
+            if mode.endswith("-blend"):  # the speed benchmark times each recomputed share
+                label = f"{mode}@{share}" + (" (translating)" if mode.startswith("translated") else "")
+                renames = {mode: f"{mode} {share}", **renames}
             if label not in speedup:
                 continue
             point = {"series": name, "mode": renames.get(mode, mode), "retention": m["retention"],
