@@ -9,15 +9,17 @@ cd "$(dirname "$0")/.."
 CAG=${CAG:-.venv/bin/cag}
 models=("$@")
 [ ${#models[@]} -gt 0 ] || models=(qwen2.5-coder-0.5b smollm2-135m gemma3-270m)
+# The generator's compute dtype of each recorded run: bf16 prefills 2-2.6x faster on this CPU and
+# was used for the runs made after `--dtype` existed (HotpotQA, gemma3-270m's SQuAD and ARC).
+dtype() { case "$1:$2" in *:hotpotqa|gemma3-270m:squad|gemma3-270m:arc-challenge) echo bf16 ;; *) echo fp32 ;; esac; }
 for m in "${models[@]}"; do
-    $CAG eval --dataset squad --limit 200 --model "$m" --out "runs/squad-200-$m"
+    $CAG eval --dataset squad --limit 200 --model "$m" --dtype "$(dtype $m squad)" --out "runs/squad-200-$m"
     python benchmarks/collect_eval.py "runs/squad-200-$m"
-    $CAG eval --dataset boolq --limit 200 --model "$m" --out "runs/boolq-200-$m"
+    $CAG eval --dataset boolq --limit 200 --model "$m" --dtype "$(dtype $m boolq)" --out "runs/boolq-200-$m"
     python benchmarks/collect_eval.py "runs/boolq-200-$m"
-    $CAG eval --dataset arc-challenge --limit 200 --model "$m" --out "runs/arc-challenge-200-$m"
+    $CAG eval --dataset arc-challenge --limit 200 --model "$m" --dtype "$(dtype $m arc-challenge)" --out "runs/arc-challenge-200-$m"
     python benchmarks/collect_eval.py "runs/arc-challenge-200-$m"
-    # bf16: this CPU prefills 2-2.6x faster (the qwen and gemma runs add translator modes:
-    # run_translator_evals.sh hotpotqa, same folders)
-    $CAG eval --dataset hotpotqa --context-budget 2048 --model "$m" --dtype bf16 --out "runs/hotpotqa-293-budget2k-$m"
+    # (run_translator_evals.sh adds the translator modes to the qwen and gemma runs, same folders)
+    $CAG eval --dataset hotpotqa --context-budget 2048 --model "$m" --dtype "$(dtype $m hotpotqa)" --out "runs/hotpotqa-293-budget2k-$m"
     python benchmarks/collect_eval.py "runs/hotpotqa-293-budget2k-$m"
 done

@@ -204,7 +204,8 @@ def _build_store(run: Path, config: EvalConfig, task: str, examples: list, modes
     if not contexts.is_file() or contexts.read_text(encoding="utf-8") != body:
         contexts.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(contexts, body)
-    also = (config.model,) if "native" in modes else ()
+    _follow_moved_run(run / "store", contexts)
+    also = (config.model,) if {"native", "native-blend"} & set(modes) else ()
     # the encoder prefills in fp32 as in training; the generator's native caches in the run's dtype
     options = IngestOptions(encoder=config.encoder, embedder=config.embedder, also_for=also,
                             device=config.device, dtype="fp32", also_for_dtype=config.dtype)
@@ -214,6 +215,22 @@ def _build_store(run: Path, config: EvalConfig, task: str, examples: list, modes
         (run / "contexts" / "empty").mkdir(exist_ok=True)
         ingest([run / "contexts" / "empty"], run / "store", options)
     return Store.open(run / "store"), [(str(contexts.resolve()), locs) for locs in locators]
+
+
+def _follow_moved_run(store_dir: Path, contexts: Path) -> None:
+    """A run folder moved or copied since its store was built: the catalog still names the old
+    passages file (absolute path); point it at this run's own, so nothing is ingested twice."""
+    if not (store_dir / "store.json").is_file():
+        return
+    store, current = Store.open(store_dir), str(contexts.resolve())
+    try:
+        paths = store.catalog.paths()
+        stale = [p for p in paths if p != current and Path(p).parts[-2:] == ("contexts", "passages.jsonl")]
+        if current not in paths and len(stale) == 1:
+            log.info("run moved: catalog path %s -> %s", stale[0], current)
+            store.catalog.rename_path(stale[0], current)
+    finally:
+        store.close()
 
 
 def _context_rows(store: Store, locs, example: dict, config: EvalConfig, embedder) -> list:

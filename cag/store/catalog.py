@@ -116,6 +116,14 @@ class Catalog:
                 fault_point("in_transaction")
             self._bump()
 
+    def rename_path(self, old: str, new: str) -> None:
+        """Point `old`'s documents at `new` (a file that moved with its store); `new` must be unused."""
+        with self._transaction():
+            if self.conn.execute("SELECT 1 FROM documents WHERE path = ? LIMIT 1", (new,)).fetchone():
+                raise ValueError(f"{new} is already in the catalog")
+            self.conn.execute("UPDATE documents SET path = ? WHERE path = ?", (new, old))
+            self._bump()
+
     def remove_paths(self, paths: list[str]) -> int:
         if not paths:
             return 0

@@ -125,3 +125,21 @@ def test_bf16_generator_run_records_its_dtype_and_resumes_runs_from_before_the_o
     run_eval(config(tiny_models, tmp_path / "old", limit=2, modes=("direct", "none")))
     with pytest.raises(CagError, match="another config"):
         run_eval(config(tiny_models, tmp_path / "old", limit=2, dtype="bf16"))
+
+
+def test_a_moved_run_follows_its_passages_without_ingesting_twice(tiny_models, tmp_path):
+    import shutil
+    from cag.store import Store
+    first = run_eval(config(tiny_models, tmp_path / "a", limit=2))
+    caches = sorted(p.name for p in (first / "store" / "caches").rglob("*.safetensors"))
+    before = json.loads((first / "metrics.json").read_text())
+    moved = tmp_path / "b"
+    shutil.move(first, moved)
+    run_eval(config(tiny_models, moved, limit=2, modes=("direct", "native", "none")))
+    store = Store.open(moved / "store")
+    assert store.catalog.paths() == [str((moved / "contexts" / "passages.jsonl").resolve())]
+    store.close()
+    assert sorted(p.name for p in (moved / "store" / "caches").rglob("*.safetensors")) == caches
+    after = json.loads((moved / "metrics.json").read_text())
+    assert after["modes"]["native"]["bytes_stored_per_context_token"] == \
+        before["modes"]["native"]["bytes_stored_per_context_token"]
