@@ -72,7 +72,9 @@ def storage_per_token(store, lm) -> dict:
     tokens = max(info["distinct_tokens"], 1)  # a passage ingested twice is cached once
     result = {"direct": 0.0, "none": 0.0}
     for space in info["cache_spaces"]:
-        if space["role"] == "native" and space["fingerprint"] == lm.fingerprint[:12]:
+        # the generator's own caches: a native space, or the encoder's when the encoder is the generator
+        own = space["fingerprint"] == lm.fingerprint[:12] and (space["role"] == "native" or "native" not in result)
+        if own:
             result["native"] = result["native-blend"] = round(space["bytes"] / tokens, 1)
         if space["role"] == "encoder":  # translated modes read the shared encoder caches
             result["encoder_caches"] = round(space["bytes"] / tokens, 1)

@@ -143,3 +143,10 @@ def test_a_moved_run_follows_its_passages_without_ingesting_twice(tiny_models, t
     after = json.loads((moved / "metrics.json").read_text())
     assert after["modes"]["native"]["bytes_stored_per_context_token"] == \
         before["modes"]["native"]["bytes_stored_per_context_token"]
+
+
+def test_generator_that_is_the_encoder_reports_the_bytes_it_reads(tiny_models, tmp_path):
+    run = run_eval(config(tiny_models, tmp_path / "same", limit=2, model=tiny_models["encoder"]))
+    metrics = json.loads((run / "metrics.json").read_text())
+    native = metrics["modes"]["native"]["bytes_stored_per_context_token"]
+    assert native > 0 and native == metrics["encoder_cache_bytes_per_token"]
