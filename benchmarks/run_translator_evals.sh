@@ -4,7 +4,7 @@
 # under runs/ (not committed); a killed run resumes when re-run; `python
 # benchmarks/collect_eval.py RUN_DIR` copies its records. Long: on 2 CPU cores SQuAD 200 with six
 # modes takes about an hour, BoolQ 200 about 20 minutes. Pass step names to run only some:
-#   bash benchmarks/run_translator_evals.sh squad boolq cloze depth blend hotpotqa gemma-squad frontier
+#   bash benchmarks/run_translator_evals.sh squad boolq cloze depth blend hotpotqa gemma-squad speed frontier
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CAG=${CAG:-.venv/bin/cag}
@@ -13,7 +13,7 @@ Q=qwen2.5-coder-0.5b
 G=gemma3-270m
 ALL="direct,native,none,translated,single,ridge"
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(squad boolq cloze depth blend hotpotqa gemma-squad frontier)
+[ ${#steps[@]} -gt 0 ] || steps=(squad boolq cloze depth blend hotpotqa gemma-squad speed frontier)
 for step in "${steps[@]}"; do
   case $step in
     squad)  # 200 questions with distinct passages; the first recorded runs used 40 (qwen) and 20 (gemma)
@@ -50,10 +50,10 @@ for step in "${steps[@]}"; do
         $CAG eval --dataset squad --limit 40 --model $Q --modes direct,translated-window --window $w --out $out
         $PY benchmarks/collect_eval.py $out
       done ;;
-    blend)  # the generator recomputes 15/30/50% of the translated context's tokens (same 200 questions)
+    blend)  # the generator recomputes 15% / 50% of the translated context's tokens (same 200 questions)
       $CAG eval --dataset squad --limit 200 --model $Q --modes $ALL,translated-blend --blend 0.15 --out runs/squad-200-$Q
       $PY benchmarks/collect_eval.py runs/squad-200-$Q
-      for f in 30 50; do
+      for f in 50; do
         [ -d runs/squad-200-$Q-blend$f ] || $PY benchmarks/fork_eval_run.py runs/squad-200-$Q runs/squad-200-$Q-blend$f --keep $ALL
         $CAG eval --dataset squad --limit 200 --model $Q --modes $ALL,translated-blend --blend 0.$f --out runs/squad-200-$Q-blend$f
         $PY benchmarks/collect_eval.py runs/squad-200-$Q-blend$f
@@ -68,15 +68,17 @@ for step in "${steps[@]}"; do
     gemma-squad)
       $CAG eval --dataset squad --limit 200 --model $G --dtype bf16 --modes $ALL --out runs/squad-200-$G
       $PY benchmarks/collect_eval.py runs/squad-200-$G ;;
+    speed)  # TTFT of every ask mode at ~2,048 tokens, one alternating run
+      $PY benchmarks/bench_translated_speed.py --generator $Q --repeats 2 --blends 0.15,0.5 ;;
     frontier)  # retention against TTFT speedup at ~2,048 tokens (after the speed benchmark and the runs above)
       E=benchmarks/results/eval
       series=(--eval "SQuAD 200=$E/squad-200-$Q" --eval "SQuAD 200, cloze MoT=$E/squad-200-$Q-mot-cloze:translated=MoT cloze")
-      for f in 30 50; do series+=(--eval "SQuAD 200, blend 0.$f=$E/squad-200-$Q-blend$f"); done
+      series+=(--eval "SQuAD 200, blend 0.5=$E/squad-200-$Q-blend50")
       for w in 0-6 6-12 12-18 18-24; do
         series+=(--eval "SQuAD 40, window $w=$E/squad-40-$Q-window-$w:translated-window=window $w")
       done
       $PY benchmarks/plot_frontier.py --speed benchmarks/results/translated_speed-$Q.json "${series[@]}" \
         --out benchmarks/results/frontier-$Q.png ;;
-    *) echo "unknown step $step (squad, boolq, cloze, depth, blend, hotpotqa, gemma-squad, frontier)" >&2; exit 1 ;;
+    *) echo "unknown step $step (squad, boolq, cloze, depth, blend, hotpotqa, gemma-squad, speed, frontier)" >&2; exit 1 ;;
   esac
 done
