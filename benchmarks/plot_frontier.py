@@ -34,7 +34,8 @@ def frontier_points(speed: dict, series: list) -> list[dict]:
     points = []
     for name, run, renames in series:
         metrics = json.loads((run / "metrics.json").read_text())
-        share = json.loads((run / "config.json").read_text()).get("blend", 0.15)
+        run_config = json.loads((run / "config.json").read_text())
+        share = run_config.get("blend", 0.15)
         for mode, m in metrics["modes"].items():
             label = SPEED_LABEL.get(mode)
             if mode.endswith("-blend"):  # the speed benchmark times each recomputed share

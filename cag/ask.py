@@ -82,7 +82,8 @@ def check_question(question: str, mode: str, top_k: int) -> None:
 def ask(question: str, store_dir: Path | None = None, model: str = DEFAULT_GENERATOR,
         top_k: int = 3, mode: str = "auto", max_new_tokens: int = 64, on_token=None,
         lm=None, retriever: Retriever | None = None, min_retention: float | None = None,
-        device: str = "auto", dtype: str = "auto", blend: float = DEFAULT_BLEND) -> AskResult:
+        device: str = "auto", dtype: str = "auto", blend: float = DEFAULT_BLEND,
+        blend_select: str = "deviation") -> AskResult:
     """Answer `question`; `lm` / `retriever` let callers reuse loaded models across questions.
     `device` / `dtype` place a generator loaded here (see cag.models.loading.resolve_device)."""
     check_question(question, mode, top_k)
@@ -101,7 +102,8 @@ def ask(question: str, store_dir: Path | None = None, model: str = DEFAULT_GENER
                "retrieve": retrieval.retrieve_ms if retrieval else 0.0,
                "load": 0.0, "translate": 0.0, "assemble": 0.0}
     q_ids = layout.question_ids(lm.tokenizer, question)
-    context, lead_ids, context_tokens = build_context(chosen, store, lm, layout, ordered, timings, blend=blend)
+    context, lead_ids, context_tokens = build_context(chosen, store, lm, layout, ordered, timings, blend=blend,
+                                                      blend_select=blend_select)
     generation_start = time.perf_counter()
     generation = greedy_generate(lm, lead_ids + q_ids, context, max_new_tokens, on_token)
     timings["prefill"] = generation.prefill_seconds * 1e3
@@ -140,17 +142,17 @@ def _choose_mode(mode: str, store: Store, lm, layout, retrieval, min_retention=N
 
 
 def build_context(mode: str, store: Store, lm, layout, ordered: list, timings: dict, window=None,
-                  blend: float = DEFAULT_BLEND):
+                  blend: float = DEFAULT_BLEND, blend_select: str = "deviation"):
     """The context for `ordered` chunk rows (assembly order) in `mode`: (AssembledContext or None,
     ids the generator prefills before the question, context tokens). Fills timings' load/assemble.
     `window`: [start, end) layers for translated-window (default: the translator's); `blend`: the
-    share of context tokens the *-blend modes recompute."""
+    share of context tokens the *-blend modes recompute, chosen by `blend_select` (cag.kv.blend)."""
     if mode.endswith("-blend"):
         from cag.kv.blend import blend as recompute
         context, lead, tokens = build_context(mode.removesuffix("-blend"), store, lm, layout, ordered, timings)
         t0 = time.perf_counter()
         if context is not None:
-            recompute(lm, context, blend)
+            recompute(lm, context, blend, blend_select)
         timings["blend"] = (time.perf_counter() - t0) * 1e3
         return context, lead, tokens
     tokenizer = lm.tokenizer

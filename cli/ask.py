@@ -26,6 +26,8 @@ def ask_command(
              "let the generator recompute a share (--blend) of the context tokens.")] = "auto",
     blend: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of context tokens the -blend modes "
                                          "recompute (those whose stored K/V deviate most).")] = 0.15,
+    blend_select: Annotated[str, typer.Option(help="Which tokens the -blend modes recompute: deviation "
+                                              "(largest K/V deviation at layer 1) or random.")] = "deviation",
     min_retention: Annotated[float, typer.Option(
         help="Quality gate for --mode auto: use a translator only if its recorded QA retention "
              "(score / direct score) is at least this.")] = 0.6,
@@ -47,7 +49,8 @@ def ask_command(
     check_question(question, mode, top_k)
     stream = None if as_json else _stream
     result = ask(question, store, model, top_k, mode, max_new_tokens, on_token=stream,
-                 min_retention=min_retention, device=device, dtype=dtype, blend=blend)
+                 min_retention=min_retention, device=device, dtype=dtype, blend=blend,
+                 blend_select=blend_select)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), ensure_ascii=False))
         return

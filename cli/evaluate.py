@@ -46,6 +46,8 @@ def eval_command(
                                                     "middle third).")] = None,
     blend: Annotated[float, typer.Option(min=0.0, max=1.0, help="-blend modes: share of context tokens "
                                          "the generator recomputes.")] = 0.15,
+    blend_select: Annotated[str, typer.Option(help="-blend modes: deviation (tokens whose stored K/V "
+                                              "deviate most at layer 1) or random.")] = "deviation",
     limit: Annotated[int | None, typer.Option(min=1, help="Examples to sample (default: all).")] = None,
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
     top_k: Annotated[int, typer.Option(min=1, help="multi_doc: paragraphs retrieved.")] = 3,
@@ -72,7 +74,8 @@ def eval_command(
     config = EvalConfig(dataset, task, model, encoder, tuple(m.strip() for m in modes.split(",") if m.strip()),
                         limit, seed, top_k, context_budget, max_new_tokens, option_score,
                         skip_missing=skip_missing, out=str(out) if out else None,
-                        window=parse_layer_window(window), dtype=dtype, device=device, blend=blend)
+                        window=parse_layer_window(window), dtype=dtype, device=device, blend=blend,
+                        blend_select=blend_select)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, console=Console(stderr=True)) as progress:
         run = run_eval(config, _Bar(progress))

@@ -56,6 +56,7 @@ class EvalConfig:
     dtype: str = "fp32"  # the generator's compute dtype (answers and its native caches); the encoder stays fp32
     device: str = "auto"  # where models run; not part of the run's identity
     blend: float = 0.15  # *-blend modes: share of context tokens the generator recomputes
+    blend_select: str = "deviation"  # *-blend modes: which tokens (cag.kv.blend.SELECTIONS)
 
 
 def check_modes(config: EvalConfig) -> tuple:
@@ -67,6 +68,9 @@ def check_modes(config: EvalConfig) -> tuple:
     if config.option_score not in ("mean", "sum"):
         raise CagError(f"--option-score must be mean or sum, not {config.option_score!r}.")
     parse_dtype(config.dtype)  # a bad dtype fails before any model work (run_eval resolves "auto")
+    from cag.kv.blend import SELECTIONS
+    if config.blend_select not in SELECTIONS:
+        raise CagError(f"Unknown blend selection {config.blend_select!r}; choose {' or '.join(SELECTIONS)}.")
     return tuple(config.modes)
 
 
@@ -127,7 +131,7 @@ def run_eval(config: EvalConfig, progress: Progress | None = None) -> Path:
                 if (example["id"], mode) not in done:
                     record = evaluate_example(task, mode, example, rows, store, lm, layout,
                                               config.max_new_tokens, config.option_score, config.window,
-                                              config.blend)
+                                              config.blend, config.blend_select)
                     out.write(json.dumps(record, ensure_ascii=False) + "\n")
                     out.flush()
                     os.fsync(out.fileno())
@@ -142,13 +146,13 @@ def _start_or_resume(run: Path, config: dict) -> None:
     path = run / "config.json"
     if path.is_file():
         # keys added since a run started take the value it ran with (runs before --dtype were fp32)
-        previous = {"dtype": "fp32", "blend": 0.15, **json.loads(path.read_text())}
+        previous = {"dtype": "fp32", "blend": 0.15, "blend_select": "deviation", **json.loads(path.read_text())}
         if previous == config:
             return
         # the window only shapes translated-window answers: free to set until that mode has run
         # `out`: a run folder may have been moved or renamed since it started; `device`: where it runs
         free = {"modes", "skip_missing", "out", "device"} | (set() if "translated-window" in previous["modes"] else {"window"})
-        free |= set() if _BLEND_MODES & set(previous["modes"]) else {"blend"}
+        free |= set() if _BLEND_MODES & set(previous["modes"]) else {"blend", "blend_select"}
         same = lambda c: {k: v for k, v in c.items() if k not in free}
         if same(previous) == same(config):
             # the same run with other modes: predictions already made are kept, new modes are added

@@ -2,15 +2,17 @@
 of the context tokens over all its layers, each attending to the stored (translated or
 independently prefilled) K/V of the others, and their K/V replace the stored ones.
 
-Which tokens: those whose stored K/V deviate most from the generator's own at an early layer
-(`SELECT_LAYER`); the generator computes its own K/V there by running its first layers over the
-whole context (a `(SELECT_LAYER + 1) / layers` share of a prefill), stopped by the cache.
+Which tokens ("deviation", the default): those whose stored K/V deviate most from the generator's
+own at an early layer (`SELECT_LAYER`); the generator computes its own K/V there by running its
+first layers over the whole context (a `(SELECT_LAYER + 1) / layers` share of a prefill), stopped by
+the cache. "random": a uniform sample seeded by the context's token ids (the control for the probe).
 Cost: that share plus the recomputed share of a prefill; the question then continues the cache.
 
 Rotary generators only; the cache must hold every position (no sliding-window layer may have
 dropped tokens). Cache index == position: assembly lays the prefix and chunks out contiguously.
 """
 
+import hashlib
 import math
 
 import torch
@@ -20,6 +22,7 @@ from cag.errors import CagError
 from cag.kv.assemble import AssembledContext, native_prefix_kv
 
 SELECT_LAYER = 1  # CacheBlend's choice: layer 0's K/V hold no context, layer 1's already do
+SELECTIONS = ("deviation", "random")
 
 
 class _Stop(Exception):
@@ -83,16 +86,29 @@ def select_tokens(scores: torch.Tensor, fraction: float) -> torch.Tensor:
     return scores.topk(count).indices.sort().values
 
 
+def random_scores(context: AssembledContext) -> torch.Tensor:
+    """(T,) uniform scores, the same for the same context (seeded by sha256 of its token ids)."""
+    ids = context.input_ids.to(torch.int64).cpu().numpy().tobytes()
+    seed = int.from_bytes(hashlib.sha256(ids).digest()[:8], "little")
+    return torch.rand(context.length - context.prefix_tokens, generator=torch.Generator().manual_seed(seed))
+
+
 @torch.no_grad()
-def blend(lm, context: AssembledContext, fraction: float, layer: int = SELECT_LAYER) -> tuple[AssembledContext, int]:
+def blend(lm, context: AssembledContext, fraction: float, select: str = "deviation",
+          layer: int = SELECT_LAYER) -> tuple[AssembledContext, int]:
     """Recompute `fraction` of the context tokens in place; (the context, tokens recomputed)."""
     if not 0.0 <= fraction <= 1.0:
         raise CagError(f"--blend must be between 0 and 1 (a share of the context tokens), not {fraction}.")
+    if select not in SELECTIONS:
+        raise CagError(f"Unknown blend selection {select!r}; choose {' or '.join(SELECTIONS)}.")
     check_blendable(lm, context.length)
     p, total = context.prefix_tokens, context.length
     if fraction == 0.0 or total == p:
         return context, 0
-    scores = deviation_scores(lm, context, layer) if fraction < 1.0 else torch.zeros(total - p)
+    if fraction == 1.0:
+        scores = torch.zeros(total - p)
+    else:
+        scores = deviation_scores(lm, context, layer) if select == "deviation" else random_scores(context)
     chosen = select_tokens(scores, fraction) + p  # (S,) cache indices == positions
     recompute_in_place(lm, context, chosen)
     return context, int(chosen.numel())

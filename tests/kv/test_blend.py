@@ -106,3 +106,16 @@ def test_bad_fraction_sliding_window_and_absolute_positions_are_refused():
     gpt2 = tiny_lm("gpt2")
     with pytest.raises(CagError, match="rotary generator"):
         blend(gpt2, assemble(gpt2, [prefill_chunk(gpt2, TEXTS[0])]), 0.5)
+
+
+def test_random_selection_is_a_seeded_control():
+    from cag.kv.blend import random_scores
+    lm = model("qwen2")
+    native, split = contexts(lm)
+    assert torch.equal(random_scores(split), random_scores(contexts(lm)[1]))  # same context, same draw
+    want = kv(native)
+    _, count = blend(lm, native, 0.4, select="random")
+    assert count == -(-4 * (native.length - native.prefix_tokens) // 10)  # ceil(0.4 T)
+    assert_same_kv(kv(native), want)
+    with pytest.raises(CagError, match="Unknown blend selection 'best'"):
+        blend(lm, native, 0.4, select="best")

@@ -189,6 +189,8 @@ def test_eval_runs_translated_modes_and_adds_modes_to_a_run(trained_store, tiny_
 def test_blend_modes_in_ask_and_eval(trained_store, tiny_models, tmp_path):
     answer = ask_json(trained_store, tiny_models, "--mode", "translated-blend", "--blend", 0.3)
     assert answer["mode"] == "translated-blend" and answer["timings_ms"]["blend"] > 0
+    control = ask_json(trained_store, tiny_models, "--mode", "translated-blend", "--blend-select", "random")
+    assert control["mode"] == "translated-blend"
     refused = invoke("ask", "Q?", "--store", trained_store, "--model", tiny_models["generator"], "--mode", "native-blend")
     assert refused.exit_code == 1 and "No native caches" in refused.output  # this store has none
     out = tmp_path / "eval"
