@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 
 from cag.ask import ask
+from cag.defaults import DEFAULT_BLEND
 from cag.ingest.pipeline import IngestOptions, ingest
 from cag.kv.chunk_cache import run_prefill
 from cag.kv.serde import load_chunk_cache
@@ -70,7 +71,7 @@ def main() -> None:
                         if space.role == "translated":
                             shutil.rmtree(store_dir / "caches" / space.key, ignore_errors=True)
                 result = ask(QUESTION, model=args.generator, top_k=top_k, mode=mode, max_new_tokens=8,
-                             lm=lm, retriever=retriever, blend=float(share or 0.15))
+                             lm=lm, retriever=retriever, blend=float(share or DEFAULT_BLEND))
                 times[label].append(result.timings_ms["ttft"])
                 answers[label], contexts[label] = result.answer, result.context_tokens
         ttft = {k: round(statistics.median(v), 1) for k, v in times.items()}

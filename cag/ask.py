@@ -28,7 +28,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from cag.defaults import DEFAULT_GENERATOR
+from cag.defaults import DEFAULT_BLEND, DEFAULT_BLEND_SELECT, DEFAULT_GENERATOR
 from cag.errors import CagError, CorruptCacheError
 from cag.kv.assemble import assemble, check_positions
 from cag.kv.chunk_cache import ids_sha256
@@ -42,8 +42,7 @@ from cag.store.store import Store
 log = logging.getLogger(__name__)
 MODES = ("auto", "direct", "native", "translated", "single", "ridge", "translated-window",
          "translated-blend", "native-blend", "none")
-TRANSLATED = ("translated", "single", "ridge", "translated-window", "translated-blend")
-DEFAULT_BLEND = 0.15  # share of context tokens the blend modes recompute
+TRANSLATED = ("translated", "single", "ridge", "translated-window", "translated-blend")  # need a translator
 
 
 @dataclass
@@ -83,7 +82,7 @@ def ask(question: str, store_dir: Path | None = None, model: str = DEFAULT_GENER
         top_k: int = 3, mode: str = "auto", max_new_tokens: int = 64, on_token=None,
         lm=None, retriever: Retriever | None = None, min_retention: float | None = None,
         device: str = "auto", dtype: str = "auto", blend: float = DEFAULT_BLEND,
-        blend_select: str = "deviation") -> AskResult:
+        blend_select: str = DEFAULT_BLEND_SELECT) -> AskResult:
     """Answer `question`; `lm` / `retriever` let callers reuse loaded models across questions.
     `device` / `dtype` place a generator loaded here (see cag.models.loading.resolve_device)."""
     check_question(question, mode, top_k)
@@ -142,7 +141,7 @@ def _choose_mode(mode: str, store: Store, lm, layout, retrieval, min_retention=N
 
 
 def build_context(mode: str, store: Store, lm, layout, ordered: list, timings: dict, window=None,
-                  blend: float = DEFAULT_BLEND, blend_select: str = "deviation"):
+                  blend: float = DEFAULT_BLEND, blend_select: str = DEFAULT_BLEND_SELECT):
     """The context for `ordered` chunk rows (assembly order) in `mode`: (AssembledContext or None,
     ids the generator prefills before the question, context tokens). Fills timings' load/assemble.
     `window`: [start, end) layers for translated-window (default: the translator's); `blend`: the

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from cag.defaults import DEFAULT_GENERATOR
+from cag.defaults import DEFAULT_BLEND, DEFAULT_BLEND_SELECT, DEFAULT_GENERATOR
 from cli._errors import handle_errors
 from cli.options import DeviceOption, DtypeOption, ModelOption, StoreOption
 
@@ -25,9 +25,9 @@ def ask_command(
              "of layers and lets the generator replay the context for the others; the -blend modes "
              "let the generator recompute a share (--blend) of the context tokens.")] = "auto",
     blend: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of context tokens the -blend modes "
-                                         "recompute (those whose stored K/V deviate most).")] = 0.15,
+                                         "recompute (those whose stored K/V deviate most).")] = DEFAULT_BLEND,
     blend_select: Annotated[str, typer.Option(help="Which tokens the -blend modes recompute: deviation "
-                                              "(largest K/V deviation at layer 1) or random.")] = "deviation",
+                                              "(largest K/V deviation at layer 1) or random.")] = DEFAULT_BLEND_SELECT,
     min_retention: Annotated[float, typer.Option(
         help="Quality gate for --mode auto: use a translator only if its recorded QA retention "
              "(score / direct score) is at least this.")] = 0.6,

@@ -7,7 +7,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from cag.defaults import DEFAULT_ENCODER, DEFAULT_GENERATOR
+from cag.defaults import DEFAULT_BLEND, DEFAULT_BLEND_SELECT, DEFAULT_ENCODER, DEFAULT_GENERATOR
 from cag.progress import Progress as EvalProgress
 from cli._errors import handle_errors
 from cli.options import DeviceOption, parse_layer_window
@@ -45,9 +45,9 @@ def eval_command(
                                                     "(default: the translator's training window or the "
                                                     "middle third).")] = None,
     blend: Annotated[float, typer.Option(min=0.0, max=1.0, help="-blend modes: share of context tokens "
-                                         "the generator recomputes.")] = 0.15,
+                                         "the generator recomputes.")] = DEFAULT_BLEND,
     blend_select: Annotated[str, typer.Option(help="-blend modes: deviation (tokens whose stored K/V "
-                                              "deviate most at layer 1) or random.")] = "deviation",
+                                              "deviate most at layer 1) or random.")] = DEFAULT_BLEND_SELECT,
     limit: Annotated[int | None, typer.Option(min=1, help="Examples to sample (default: all).")] = None,
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
     top_k: Annotated[int, typer.Option(min=1, help="multi_doc: paragraphs retrieved.")] = 3,

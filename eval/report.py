@@ -4,6 +4,7 @@ import json
 import statistics
 from pathlib import Path
 
+from cag.ask import TRANSLATED as TRANSLATOR_MODES
 from cag.atomic import atomic_write_text
 from eval.metrics import bootstrap_difference_ci, bootstrap_ratio_ci
 
@@ -43,9 +44,6 @@ def summarize(task: str, modes: tuple, records: dict, bytes_per_token: dict) -> 
     return summary
 
 
-TRANSLATOR_MODES = ("translated", "single", "ridge", "translated-window", "translated-blend")
-
-
 def paired_differences(modes: tuple, records: dict) -> dict:
     """Score differences between translator modes on the same examples, with bootstrap CIs:
     "translated - single" etc., for every pair of translator modes in the run."""
@@ -72,9 +70,8 @@ def storage_per_token(store, lm) -> dict:
     tokens = max(info["distinct_tokens"], 1)  # a passage ingested twice is cached once
     result = {"direct": 0.0, "none": 0.0}
     for space in info["cache_spaces"]:
-        # the generator's own caches: a native space, or the encoder's when the encoder is the generator
-        own = space["fingerprint"] == lm.fingerprint[:12] and (space["role"] == "native" or "native" not in result)
-        if own:
+        # the generator's own caches: its native space, or the encoder's when it is the encoder
+        if space["role"] in ("native", "encoder") and space["fingerprint"] == lm.fingerprint[:12]:
             result["native"] = result["native-blend"] = round(space["bytes"] / tokens, 1)
         if space["role"] == "encoder":  # translated modes read the shared encoder caches
             result["encoder_caches"] = round(space["bytes"] / tokens, 1)

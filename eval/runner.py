@@ -15,10 +15,13 @@ from pathlib import Path
 import numpy as np
 
 from cag.atomic import atomic_write_text
-from cag.defaults import DEFAULT_EMBEDDER, DEFAULT_ENCODER, DEFAULT_GENERATOR
+from cag.ask import MODES, TRANSLATED
+from cag.defaults import (DEFAULT_BLEND, DEFAULT_BLEND_SELECT, DEFAULT_EMBEDDER, DEFAULT_ENCODER,
+                          DEFAULT_GENERATOR)
 from cag.errors import CagError
 from cag.faults import fault_point
 from cag.ingest.pipeline import IngestOptions, ingest
+from cag.kv.blend import check_blend_options
 from cag.models import load_model
 from cag.models.loading import parse_dtype, resolve_device, resolve_dtype
 from cag.progress import Progress
@@ -30,10 +33,9 @@ from eval.scoring import evaluate_example
 from indexes.embedder import Embedder
 
 log = logging.getLogger(__name__)
-EVAL_MODES = ("direct", "native", "none", "translated", "single", "ridge", "translated-window",
-              "translated-blend", "native-blend")
-_NEEDS_TRANSLATOR = {"translated", "single", "ridge", "translated-window", "translated-blend"}
-_BLEND_MODES = {"translated-blend", "native-blend"}
+EVAL_MODES = tuple(m for m in MODES if m != "auto")  # every ask mode; eval names each one it runs
+_NEEDS_TRANSLATOR = set(TRANSLATED)
+_BLEND_MODES = {m for m in EVAL_MODES if m.endswith("-blend")}
 
 
 @dataclass(frozen=True)
@@ -55,8 +57,8 @@ class EvalConfig:
     window: list | None = None  # translated-window: [start, end) generator layers (default: the translator's)
     dtype: str = "fp32"  # the generator's compute dtype (answers and its native caches); the encoder stays fp32
     device: str = "auto"  # where models run; not part of the run's identity
-    blend: float = 0.15  # *-blend modes: share of context tokens the generator recomputes
-    blend_select: str = "deviation"  # *-blend modes: which tokens (cag.kv.blend.SELECTIONS)
+    blend: float = DEFAULT_BLEND  # *-blend modes: share of context tokens the generator recomputes
+    blend_select: str = DEFAULT_BLEND_SELECT  # *-blend modes: which tokens (cag.kv.blend.SELECTIONS)
 
 
 def check_modes(config: EvalConfig) -> tuple:
@@ -68,9 +70,7 @@ def check_modes(config: EvalConfig) -> tuple:
     if config.option_score not in ("mean", "sum"):
         raise CagError(f"--option-score must be mean or sum, not {config.option_score!r}.")
     parse_dtype(config.dtype)  # a bad dtype fails before any model work (run_eval resolves "auto")
-    from cag.kv.blend import SELECTIONS
-    if config.blend_select not in SELECTIONS:
-        raise CagError(f"Unknown blend selection {config.blend_select!r}; choose {' or '.join(SELECTIONS)}.")
+    check_blend_options(config.blend, config.blend_select)
     return tuple(config.modes)
 
 
@@ -146,7 +146,8 @@ def _start_or_resume(run: Path, config: dict) -> None:
     path = run / "config.json"
     if path.is_file():
         # keys added since a run started take the value it ran with (runs before --dtype were fp32)
-        previous = {"dtype": "fp32", "blend": 0.15, "blend_select": "deviation", **json.loads(path.read_text())}
+        previous = {"dtype": "fp32", "blend": DEFAULT_BLEND, "blend_select": DEFAULT_BLEND_SELECT,
+                    **json.loads(path.read_text())}
         if previous == config:
             return
         # the window only shapes translated-window answers: free to set until that mode has run

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from cag.ask import build_context
+from cag.defaults import DEFAULT_BLEND, DEFAULT_BLEND_SELECT
 from cag.kv.generate import forward_new_tokens, greedy_generate
 from eval.metrics import squad_scores
 
@@ -14,8 +15,8 @@ GENERATIVE = ("extractive", "multi_doc")
 
 
 def evaluate_example(task: str, mode: str, example: dict, rows: list, store, lm, layout,
-                     max_new_tokens: int, option_score: str, window=None, blend: float = 0.15,
-                     blend_select: str = "deviation") -> dict:
+                     max_new_tokens: int, option_score: str, window=None, blend: float = DEFAULT_BLEND,
+                     blend_select: str = DEFAULT_BLEND_SELECT) -> dict:
     """A predictions.jsonl record for `example` answered in `mode` from chunk `rows` (assembly order)."""
     start = time.perf_counter()
     timings = {"load": 0.0, "assemble": 0.0}

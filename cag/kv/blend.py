@@ -18,6 +18,7 @@ import math
 import torch
 from transformers import DynamicCache
 
+from cag.defaults import DEFAULT_BLEND_SELECT
 from cag.errors import CagError
 from cag.kv.assemble import AssembledContext, native_prefix_kv
 
@@ -45,6 +46,13 @@ class _ProbeCache(DynamicCache):
             self.captured = (key_states[0], value_states[0])  # (H, T, D), rotated
             raise _Stop
         return super().update(key_states, value_states, layer_idx, *args, **kwargs)
+
+
+def check_blend_options(fraction: float, select: str) -> None:
+    if not 0.0 <= fraction <= 1.0:
+        raise CagError(f"--blend must be between 0 and 1 (a share of the context tokens), not {fraction}.")
+    if select not in SELECTIONS:
+        raise CagError(f"Unknown blend selection {select!r}; choose {' or '.join(SELECTIONS)}.")
 
 
 def check_blendable(lm, length: int) -> None:
@@ -94,13 +102,10 @@ def random_scores(context: AssembledContext) -> torch.Tensor:
 
 
 @torch.no_grad()
-def blend(lm, context: AssembledContext, fraction: float, select: str = "deviation",
+def blend(lm, context: AssembledContext, fraction: float, select: str = DEFAULT_BLEND_SELECT,
           layer: int = SELECT_LAYER) -> tuple[AssembledContext, int]:
     """Recompute `fraction` of the context tokens in place; (the context, tokens recomputed)."""
-    if not 0.0 <= fraction <= 1.0:
-        raise CagError(f"--blend must be between 0 and 1 (a share of the context tokens), not {fraction}.")
-    if select not in SELECTIONS:
-        raise CagError(f"Unknown blend selection {select!r}; choose {' or '.join(SELECTIONS)}.")
+    check_blend_options(fraction, select)
     check_blendable(lm, context.length)
     p, total = context.prefix_tokens, context.length
     if fraction == 0.0 or total == p:
