@@ -117,7 +117,8 @@ def run_eval(config: EvalConfig, progress: Progress | None = None) -> Path:
         modes = check_translators(config, modes)
     examples = sample(load_examples(path, task), task, config.limit, config.seed)
     run = Path(config.out) if config.out else default_run_dir(config, path, task)
-    _start_or_resume(run, {**asdict(config), "task": task, "dataset_path": str(path), "modes": list(modes)})
+    # the report covers every mode the folder holds, also those of earlier runs with other --modes
+    reported = _start_or_resume(run, {**asdict(config), "task": task, "dataset_path": str(path), "modes": list(modes)})
     store, locators = _build_store(run, config, task, examples, modes, _PrefillOnly(progress))
     lm = load_model(config.model, config.dtype, config.device)
     layout = prompt_layout(lm.tokenizer)
@@ -137,33 +138,37 @@ def run_eval(config: EvalConfig, progress: Progress | None = None) -> Path:
                     os.fsync(out.fileno())
                     fault_point("prediction_written")
                 progress.file_done(f"{example['id']}:{mode}")
-    write_report(run, task, modes, [e["id"] for e in examples], store, lm, config)
+    write_report(run, task, reported, [e["id"] for e in examples], store, lm, config)
     store.close()
     return run
 
 
-def _start_or_resume(run: Path, config: dict) -> None:
+def _start_or_resume(run: Path, config: dict) -> tuple:
+    """Start the run folder or check that it holds the same run; the modes it holds, in order."""
     path = run / "config.json"
     if path.is_file():
         # keys added since a run started take the value it ran with (runs before --dtype were fp32)
         previous = {"dtype": "fp32", "blend": DEFAULT_BLEND, "blend_select": DEFAULT_BLEND_SELECT,
                     **json.loads(path.read_text())}
         if previous == config:
-            return
+            return tuple(config["modes"])
         # the window only shapes translated-window answers: free to set until that mode has run
         # `out`: a run folder may have been moved or renamed since it started; `device`: where it runs
         free = {"modes", "skip_missing", "out", "device"} | (set() if "translated-window" in previous["modes"] else {"window"})
         free |= set() if _BLEND_MODES & set(previous["modes"]) else {"blend", "blend_select"}
         same = lambda c: {k: v for k, v in c.items() if k not in free}
         if same(previous) == same(config):
-            # the same run with other modes: predictions already made are kept, new modes are added
-            log.info("run %s: modes %s -> %s", run, previous["modes"], config["modes"])
-            atomic_write_text(path, json.dumps(config, indent=2))
-            return
+            # the same run with other modes: predictions already made are kept, new modes are added;
+            # config.json lists them all, so the window/blend checks above see every mode that ran
+            held = previous["modes"] + [m for m in config["modes"] if m not in previous["modes"]]
+            log.info("run %s: modes %s + %s", run, previous["modes"], config["modes"])
+            atomic_write_text(path, json.dumps({**config, "modes": held}, indent=2))
+            return tuple(held)
         raise CagError(f"Run folder {run} holds a run with another config; pass another --out "
                        "or delete that folder.")
     run.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(config, indent=2))
+    return tuple(config["modes"])
 
 
 def _done_keys(path: Path) -> set:
@@ -212,8 +217,11 @@ def _build_store(run: Path, config: EvalConfig, task: str, examples: list, modes
     _follow_moved_run(run / "store", contexts)
     also = (config.model,) if {"native", "native-blend"} & set(modes) else ()
     # the encoder prefills in fp32 as in training; the generator's native caches in the run's dtype
+    # the encoder's caches only when a mode reads them (translator modes; native when the generator
+    # is the encoder, the same cache space): a direct/native/none run skips that prefill
     options = IngestOptions(encoder=config.encoder, embedder=config.embedder, also_for=also,
-                            device=config.device, dtype="fp32", also_for_dtype=config.dtype)
+                            device=config.device, dtype="fp32", also_for_dtype=config.dtype,
+                            encoder_caches=bool(_NEEDS_TRANSLATOR & set(modes)))
     if records:
         ingest([contexts], run / "store", options, progress)
     else:  # closed book: an empty store, so every mode still runs the same path

@@ -45,6 +45,9 @@ class IngestOptions:
     device: str = "auto"
     dtype: str = "auto"  # compute dtype of the encoder's prefill (storage: cache_dtype)
     also_for_dtype: str | None = None  # the also_for models' compute dtype (default: dtype)
+    # False: chunk, embed and catalog with the encoder but skip its cache prefill, for stores read
+    # only natively (an eval without translator modes); a later ingest with True fills them in
+    encoder_caches: bool = True
 
 
 @dataclass
@@ -119,8 +122,11 @@ def _check_existing_store(store_dir, options: IngestOptions) -> None:
 def _ingest_locked(roots: list, store: Store, encoder, embedder: Embedder, options: IngestOptions,
                    progress: Progress) -> IngestReport:
     config = store.config  # an existing store keeps its own chunking and dtype
-    spaces = [_space(encoder, "encoder")] + [_space(load_model(m, options.also_for_dtype or options.dtype, options.device), "native")
-                                              for m in options.also_for]
+    also = [load_model(m, options.also_for_dtype or options.dtype, options.device) for m in options.also_for]
+    # an also-for model that is the encoder reads the encoder's own caches (one space)
+    own = [lm for lm in also if lm.fingerprint != encoder.fingerprint]
+    spaces = [_space(encoder, "encoder")] if options.encoder_caches or len(own) < len(also) else []
+    spaces += [_space(lm, "native") for lm in own]
     for s in spaces:
         store.register_space(s.space)
     chunker = Chunker(encoder.tokenizer, config.chunk_tokens, config.chunk_overlap)
@@ -130,7 +136,7 @@ def _ingest_locked(roots: list, store: Store, encoder, embedder: Embedder, optio
     progress.files(len(files))
     for path in files:
         _ingest_file(path, store, chunker, embedder, spaces, config, report, progress,
-                     max(1, options.batch_size))
+                     max(1, options.batch_size), encoder.tokenizer)
         progress.file_done(str(path))
     report.files_removed = _remove_vanished(store, roots, set(map(str, files)))
     store.index()  # rebuilt from the catalog if anything changed
@@ -144,7 +150,7 @@ def _ingest_locked(roots: list, store: Store, encoder, embedder: Embedder, optio
 
 def _ingest_file(path: Path, store: Store, chunker: Chunker, embedder: Embedder, spaces: list,
                  config: StoreConfig, report: IngestReport, progress: Progress,
-                 batch_size: int) -> None:
+                 batch_size: int, encoder_tokenizer) -> None:
     try:
         sha = _file_sha256(path)
         if store.catalog.file_sha256(str(path)) == sha and _caches_complete(store, path, spaces):
@@ -162,7 +168,7 @@ def _ingest_file(path: Path, store: Store, chunker: Chunker, embedder: Embedder,
     for s in spaces:
         _prefill_missing(store, s, pending, config, report, progress, batch_size)
     vectors = iter(embedder.encode([chunk.text for _, chunk in pending]))
-    count_tokens = lambda text: len(spaces[0].lm.tokenizer.encode(text, add_special_tokens=False))  # noqa: E731
+    count_tokens = lambda text: len(encoder_tokenizer.encode(text, add_special_tokens=False))  # noqa: E731
     rows = [(doc.locator, len(doc.text), [
         NewChunk(c.idx, c.text, c.char_start, c.char_end, sha256_hex(c.text.encode()),
                  count_tokens(c.text), next(vectors)) for c in chunks]) for doc, chunks in chunked]

@@ -124,6 +124,9 @@ def test_bf16_generator_run_records_its_dtype_and_resumes_runs_from_before_the_o
     saved.pop("dtype")
     (old / "config.json").write_text(json.dumps(saved))
     run_eval(config(tiny_models, tmp_path / "old", limit=2, modes=("direct", "none")))
+    # a rerun with fewer modes keeps reporting the modes the folder already holds
+    assert json.loads((old / "config.json").read_text())["modes"] == ["direct", "native", "none"]
+    assert json.loads((old / "metrics.json").read_text())["modes"]["native"]["n"] == 2
     with pytest.raises(CagError, match="another config"):
         run_eval(config(tiny_models, tmp_path / "old", limit=2, dtype="bf16"))
 

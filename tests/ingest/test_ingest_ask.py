@@ -62,6 +62,25 @@ def test_rerun_does_no_model_work_and_changes_are_tracked(tiny_models, corpus, t
     assert len(files) == store.catalog.counts()["chunks"]  # old caches collected
 
 
+def test_encoder_caches_can_wait_for_a_later_ingest(tiny_models, corpus, tmp_path):
+    generator = tiny_models["generator"]
+    first = ingest([corpus], tmp_path / "store", options(tiny_models, also_for=(generator,),
+                                                        encoder_caches=False))
+    store = Store.open(tmp_path / "store")
+    chunks = store.catalog.all_chunks()
+    assert [s.role for s in store.spaces()] == ["native"]  # only the generator's caches
+    assert first.caches_written == len({c.text_sha256 for c in chunks}) > 0
+    assert all(c.n_tokens > 0 for c in chunks)  # chunks still counted in encoder tokens
+    native = ask("How long can the European lobster grow?", tmp_path / "store", generator,
+                 top_k=1, mode="native", max_new_tokens=4)
+    assert native.mode == "native" and native.context_tokens > 0
+    second = ingest([corpus], tmp_path / "store", options(tiny_models, also_for=(generator,)))
+    store = Store.open(tmp_path / "store")
+    encoder = next(s for s in store.spaces() if s.role == "encoder")
+    assert second.caches_written == first.caches_written  # the encoder's, and nothing else
+    assert all(store.cache_path(encoder, c.text_sha256).is_file() for c in chunks)
+
+
 def test_store_refuses_another_encoder(tiny_models, corpus, tmp_path):
     ingest([corpus / "mountain.txt"], tmp_path / "store", options(tiny_models))
     with pytest.raises(CagError, match="built with encoder"):
