@@ -6,6 +6,9 @@ first eval points the store's catalog at the fork's own passages file). Then run
 dataset options, `--out DST` and the modes to add (e.g. with another $CAG_HOME whose translators/
 holds the other translator).
 
+SRC may also be a recorded run in benchmarks/results/eval/ (config and predictions, no store): the
+fork's first eval then writes the passages and ingests its store again, for the modes it runs.
+
 Usage: python benchmarks/fork_eval_run.py SRC DST [--keep direct,native,none]
 """
 
@@ -19,8 +22,9 @@ def fork(src: Path, dst: Path, keep: list[str]) -> None:
     if dst.exists():
         raise SystemExit(f"{dst} exists; remove it first.")
     dst.mkdir(parents=True)
-    shutil.copytree(src / "contexts", dst / "contexts")
-    shutil.copytree(src / "store", dst / "store", ignore=shutil.ignore_patterns("write.lock"))
+    if (src / "store").is_dir():
+        shutil.copytree(src / "contexts", dst / "contexts")
+        shutil.copytree(src / "store", dst / "store", ignore=shutil.ignore_patterns("write.lock"))
     config = json.loads((src / "config.json").read_text())
     config.update(modes=keep, out=str(dst), window=None)
     (dst / "config.json").write_text(json.dumps(config, indent=2))

@@ -42,7 +42,10 @@ from cag.store.store import Store
 log = logging.getLogger(__name__)
 MODES = ("auto", "direct", "native", "translated", "single", "ridge", "translated-window",
          "translated-blend", "native-blend", "none")
-TRANSLATED = ("translated", "single", "ridge", "translated-window", "translated-blend")  # need a translator
+# the modes that need a translator, and the translator kind each reads (mot/registry)
+TRANSLATOR_KIND = {"translated": "mot", "single": "single", "ridge": "ridge",
+                   "translated-window": "mot", "translated-blend": "mot"}
+TRANSLATED = tuple(TRANSLATOR_KIND)
 
 
 @dataclass
