@@ -19,7 +19,8 @@ def qa_check(checkpoint: Path, source: str, target: str, kind: str, questions: i
              reinstall: bool = True) -> dict:
     from eval.runner import EvalConfig, run_eval
 
-    mode = {v: k for k, v in MODE_KIND.items()}[kind]
+    # the first mode reading this kind: a mot translator is checked in full `translated` mode
+    mode = next(m for m, k in MODE_KIND.items() if k == kind)
     run = run_eval(EvalConfig(dataset="squad", model=target, encoder=source, modes=("direct", mode),
                               limit=questions, seed=QA_SEED, out=str(out)))
     metrics = json.loads((run / "metrics.json").read_text())["modes"]
