@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from cag.atomic import atomic_write_text
-from cag.ask import MODES, TRANSLATED
+from cag.ask import MODES, TRANSLATED, TRANSLATOR_KIND
 from cag.defaults import (DEFAULT_BLEND, DEFAULT_BLEND_SELECT, DEFAULT_EMBEDDER, DEFAULT_ENCODER,
                           DEFAULT_GENERATOR)
 from cag.errors import CagError
@@ -77,11 +77,11 @@ def check_modes(config: EvalConfig) -> tuple:
 def check_translators(config: EvalConfig, modes: tuple) -> tuple:
     """Modes whose translator exists; a missing one is an error, or skipped under --skip-missing.
     Models are loaded (to compare fingerprints) only when a translator for the pair is on disk."""
-    from mot.registry import MODE_KIND, find_translator, translators_of_kind
+    from mot.registry import find_translator, translators_of_kind
     kept, models = [], None
     for mode in modes:
         if mode in _NEEDS_TRANSLATOR:
-            kind = MODE_KIND[mode]
+            kind = TRANSLATOR_KIND[mode]
             reason = None
             if not translators_of_kind(kind):
                 reason = (f"no {kind} translator from {config.encoder} to {config.model}: train one with "

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from cag.atomic import atomic_write_text
 from mot.checkpoint import paths
-from mot.registry import MODE_KIND, install
+from cag.ask import TRANSLATOR_KIND
+from mot.registry import install
 
 QA_SEED = 7
 
@@ -20,7 +21,7 @@ def qa_check(checkpoint: Path, source: str, target: str, kind: str, questions: i
     from eval.runner import EvalConfig, run_eval
 
     # the first mode reading this kind: a mot translator is checked in full `translated` mode
-    mode = next(m for m, k in MODE_KIND.items() if k == kind)
+    mode = next(m for m, k in TRANSLATOR_KIND.items() if k == kind)
     run = run_eval(EvalConfig(dataset="squad", model=target, encoder=source, modes=("direct", mode),
                               limit=questions, seed=QA_SEED, out=str(out)))
     metrics = json.loads((run / "metrics.json").read_text())["modes"]

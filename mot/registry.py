@@ -11,12 +11,10 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from cag.ask import TRANSLATOR_KIND
 from cag.home import cag_home
 
 log = logging.getLogger(__name__)
 SHIPPED = Path(__file__).resolve().parent.parent / "translators"
-MODE_KIND = TRANSLATOR_KIND  # ask/eval mode -> translator kind (one list, in cag.ask)
 
 
 def translator_dirs() -> list[Path]:

@@ -13,7 +13,8 @@ from cag.kv.chunk_cache import ids_sha256
 from cag.kv.serde import save_chunk_cache
 from cag.store.store import CacheSpace, Store
 from mot.checkpoint import load_translator
-from mot.registry import MODE_KIND, find_translator
+from cag.ask import TRANSLATOR_KIND
+from mot.registry import find_translator
 from mot.translator import translate_chunk
 
 log = logging.getLogger(__name__)
@@ -30,7 +31,7 @@ def encoder_space(store: Store) -> CacheSpace:
 
 def translator_for(store: Store, lm, mode: str):
     """The translator for `mode` (translated / single / ridge) from the store's encoder to `lm`."""
-    kind = MODE_KIND[mode]
+    kind = TRANSLATOR_KIND[mode]
     found = find_translator(store.config.encoder_fingerprint, lm.fingerprint, kind,
                             store.config.encoder, lm.name)
     if found.path is None:
