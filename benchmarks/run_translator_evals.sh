@@ -53,27 +53,35 @@ for step in "${steps[@]}"; do
     blend)  # the generator recomputes 15% / 50% of the translated context's tokens (same 200 questions)
       $CAG eval --dataset squad --limit 200 --model $Q --modes $ALL,translated-blend --blend 0.15 --out runs/squad-200-$Q
       $PY benchmarks/collect_eval.py runs/squad-200-$Q
-      for f in 50; do
+      for f in 30 50; do
         [ -d runs/squad-200-$Q-blend$f ] || $PY benchmarks/fork_eval_run.py runs/squad-200-$Q runs/squad-200-$Q-blend$f --keep $ALL
         $CAG eval --dataset squad --limit 200 --model $Q --modes $ALL,translated-blend --blend 0.$f --out runs/squad-200-$Q-blend$f
         $PY benchmarks/collect_eval.py runs/squad-200-$Q-blend$f
-      done ;;
+      done
+      # the control for the probe: the same share of tokens, chosen at random
+      out=runs/squad-200-$Q-blend50-random
+      [ -d $out ] || $PY benchmarks/fork_eval_run.py runs/squad-200-$Q $out --keep $ALL
+      $CAG eval --dataset squad --limit 200 --model $Q --modes $ALL,translated-blend --blend 0.5 --blend-select random --out $out
+      $PY benchmarks/collect_eval.py $out ;;
     hotpotqa)  # all 293 questions, every paragraph up to 2,048 tokens; the generators compute in bf16
-      $CAG eval --dataset hotpotqa --context-budget 2048 --model $Q --dtype bf16 \
-        --modes $ALL,native-blend,translated-blend --out runs/hotpotqa-293-budget2k-$Q
+      $CAG eval --dataset hotpotqa --context-budget 2048 --model $Q --dtype bf16 --modes $ALL \
+        --out runs/hotpotqa-293-budget2k-$Q
       $PY benchmarks/collect_eval.py runs/hotpotqa-293-budget2k-$Q
       $CAG eval --dataset hotpotqa --context-budget 2048 --model $G --dtype bf16 --modes $ALL \
         --out runs/hotpotqa-293-budget2k-$G
       $PY benchmarks/collect_eval.py runs/hotpotqa-293-budget2k-$G ;;
     gemma-squad)
       $CAG eval --dataset squad --limit 200 --model $G --dtype bf16 --modes $ALL --out runs/squad-200-$G
-      $PY benchmarks/collect_eval.py runs/squad-200-$G ;;
+      $PY benchmarks/collect_eval.py runs/squad-200-$G
+      $PY benchmarks/record_translator_qa.py benchmarks/results/eval/squad-200-$G ;;
     speed)  # TTFT of every ask mode at ~2,048 tokens, one alternating run
-      $PY benchmarks/bench_translated_speed.py --generator $Q --repeats 2 --blends 0.15,0.5 ;;
+      $PY benchmarks/bench_translated_speed.py --generator $Q --repeats 2 --blends 0.15,0.3,0.5 ;;
     frontier)  # retention against TTFT speedup at ~2,048 tokens (after the speed benchmark and the runs above)
       E=benchmarks/results/eval
       series=(--eval "SQuAD 200=$E/squad-200-$Q" --eval "SQuAD 200, cloze MoT=$E/squad-200-$Q-mot-cloze:translated=MoT cloze")
-      series+=(--eval "SQuAD 200, blend 0.5=$E/squad-200-$Q-blend50")
+      series+=(--eval "SQuAD 200, blend 0.3=$E/squad-200-$Q-blend30" --eval "SQuAD 200, blend 0.5=$E/squad-200-$Q-blend50")
+      # random selection skips the probe: plotted at the deviation blend's speed (slightly slower)
+      series+=(--eval "SQuAD 200, blend 0.5 random=$E/squad-200-$Q-blend50-random:translated-blend=random 0.5")
       for w in 0-6 6-12 12-18 18-24; do
         series+=(--eval "SQuAD 40, window $w=$E/squad-40-$Q-window-$w:translated-window=window $w")
       done
