@@ -64,8 +64,8 @@ for step in "${steps[@]}"; do
       $CAG eval --dataset squad --limit 200 --model $Q --modes $ALL,translated-blend --blend 0.5 --blend-select random --out $out
       $PY benchmarks/collect_eval.py $out ;;
     hotpotqa)  # all 293 questions, every paragraph up to 2,048 tokens; the generators compute in bf16
-      $CAG eval --dataset hotpotqa --context-budget 2048 --model $Q --dtype bf16 --modes $ALL \
-        --out runs/hotpotqa-293-budget2k-$Q
+      $CAG eval --dataset hotpotqa --context-budget 2048 --model $Q --dtype bf16 --modes $ALL,native-blend \
+        --blend 0.15 --out runs/hotpotqa-293-budget2k-$Q
       $PY benchmarks/collect_eval.py runs/hotpotqa-293-budget2k-$Q
       $CAG eval --dataset hotpotqa --context-budget 2048 --model $G --dtype bf16 --modes $ALL \
         --out runs/hotpotqa-293-budget2k-$G
