@@ -14,7 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from cag.ask import TRANSLATOR_KIND  # noqa: E402
-from mot.qa_check import record_qa  # noqa: E402
+from mot.qa_check import mode_for_kind, qa_record, record_qa  # noqa: E402
 from mot.registry import SHIPPED  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,13 +28,11 @@ def qa_results(run: Path) -> dict:
         raise SystemExit(f"{run}: the quality gate reads extractive F1 retention, this run is {metrics['task']}")
     modes = metrics["modes"]
     results = {}
-    for mode, kind in TRANSLATOR_KIND.items():
-        if mode in modes and kind not in results:
-            results[kind] = {"dataset": config["dataset"], "questions": metrics["examples"],
-                             "seed": config["seed"], "direct_f1": modes["direct"]["f1"],
-                             "f1": modes[mode]["f1"], "retention": modes[mode]["retention"],
-                             "retention_ci95": modes[mode]["retention_ci95"],
-                             "run": str(run.resolve().relative_to(ROOT))}
+    for kind in dict.fromkeys(TRANSLATOR_KIND.values()):
+        mode = mode_for_kind(kind)
+        if mode in modes:
+            results[kind] = qa_record(modes, mode, dataset=config["dataset"], questions=metrics["examples"],
+                                      seed=config["seed"], run=str(run.resolve().relative_to(ROOT)))
     return results
 
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import torch
 
+from cag.ask import TRANSLATOR_KIND
 from cag.errors import CagError
 from cag.kv.chunk_cache import ids_sha256
 from cag.kv.serde import save_chunk_cache
 from cag.store.store import CacheSpace, Store
 from mot.checkpoint import load_translator
-from cag.ask import TRANSLATOR_KIND
 from mot.registry import find_translator
 from mot.translator import translate_chunk
 

@@ -223,3 +223,19 @@ def test_qa_check_records_retention_for_the_gate(tiny_models, text_corpus, tmp_p
     assert set(metrics["modes"]) == {"direct", "ridge"} and metrics["examples"] == 2
     refused = invoke(*train_args(tiny_models, text_corpus, tmp_path / "b"), "--qa-check", 2, "--no-install")
     assert refused.exit_code == 1 and "drop --no-install" in refused.output
+
+
+def test_a_translator_kind_is_judged_by_its_full_mode():
+    from cag.ask import TRANSLATOR_KIND
+    from mot.qa_check import mode_for_kind, qa_record
+
+    # mot is read by translated, translated-window and translated-blend: the gate takes `translated`
+    assert {kind: mode_for_kind(kind) for kind in set(TRANSLATOR_KIND.values())} == \
+        {"mot": "translated", "single": "single", "ridge": "ridge"}
+    with pytest.raises(ValueError, match="no eval mode"):
+        mode_for_kind("moe")
+    modes = {"direct": {"f1": 40.0}, "translated": {"f1": 10.0, "retention": 0.25, "retention_ci95": [0.2, 0.3]},
+             "translated-blend": {"f1": 30.0, "retention": 0.75, "retention_ci95": [0.7, 0.8]}}
+    record = qa_record(modes, mode_for_kind("mot"), dataset="squad", questions=2, seed=7, run="runs/x")
+    assert record == {"dataset": "squad", "questions": 2, "seed": 7, "direct_f1": 40.0, "f1": 10.0,
+                      "retention": 0.25, "retention_ci95": [0.2, 0.3], "run": "runs/x"}
