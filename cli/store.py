@@ -54,6 +54,52 @@ def list_command(store: StoreOption = None) -> None:
         typer.echo(f"{chunks:6}  {path}")
 
 
+PRUNABLE = ("translated", "native")
+
+
+@app.command("prune")
+@handle_errors
+def prune_command(
+        role: Annotated[str, typer.Option(help="translated: caches translators made for a generator "
+                                               "(re-made on the next ask that needs them); native: "
+                                               "a generator's own caches (re-made by `cag ingest "
+                                               "--also-for`). The encoder's caches are never pruned.")]
+        = "translated",
+        model: Annotated[str | None, typer.Option("--model", "-m", help="Only this generator's caches "
+                                                  "(name as `cag store info` shows it).")] = None,
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would be freed; delete nothing.")] = False,
+        store: StoreOption = None) -> None:
+    """Free disk: delete derived cache spaces (translated, or native) a store can re-create."""
+    from cag.errors import CagError
+    from cag.store import Store
+
+    if role not in PRUNABLE:
+        raise CagError(f"--role must be one of {', '.join(PRUNABLE)} (got {role!r}). The encoder's caches are never "
+                       "pruned (translated modes read them): `cag store remove` removes documents instead.")
+    opened = Store.open(store)
+    try:
+        spaces = [s for s in opened.spaces() if s.role == role and (model is None or s.generator == model)]
+        if not spaces:
+            known = sorted({s.generator for s in opened.spaces() if s.role == role})
+            raise CagError(f"No {role} caches" + (f" for {model}" if model else "") + f" in store {opened.folder}"
+                           + (f"; it has {role} caches for: {', '.join(known)}." if known else "."))
+        total_files = total_bytes = 0
+        with opened.lock():
+            for space in spaces:
+                if dry_run:
+                    files = list((opened.folder / "caches" / space.key).glob("*/*.safetensors"))
+                    count, freed = len(files), sum(f.stat().st_size for f in files)
+                else:
+                    count, freed = opened.remove_space(space)
+                total_files, total_bytes = total_files + count, total_bytes + freed
+                typer.echo(f"{'would free' if dry_run else 'freed':10} {freed / 1e6:10.1f} MB  "
+                           f"{count:6} files  {space.model_name} ({space.role})")
+    finally:
+        opened.close()
+    typer.echo(f"{'Would free' if dry_run else 'Freed'} {total_bytes / 1e6:.1f} MB in {total_files} files "
+               f"from {len(spaces)} cache space(s) of {opened.folder}.")
+
+
 @app.command("remove")
 @handle_errors
 def remove_command(paths: Annotated[list[Path], typer.Argument(help="Ingested files or folders.")],

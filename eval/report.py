@@ -39,7 +39,8 @@ def summarize(task: str, modes: tuple, records: dict, bytes_per_token: dict) -> 
                       "ttft_mean_ms": round(statistics.fmean(ttft), 1) if ttft else None,
                       "ttft_median_ms": round(statistics.median(ttft), 1) if ttft else None,
                       "context_tokens_mean": round(statistics.fmean(r["context_tokens"] for r in rows), 1) if rows else None,
-                      "bytes_stored_per_context_token": bytes_per_token.get(mode, 0.0)})
+                      # None: the store holds none of this mode's caches (a run forked with its predictions)
+                      "bytes_stored_per_context_token": bytes_per_token.get(mode)})
         summary[mode] = entry
     return summary
 
@@ -114,13 +115,17 @@ def _markdown(metrics: dict, config) -> str:
         em = f" {m['em']} |" if score == "f1" else ""
         lines.append(f"| {mode} | {m['n']} | {m[score]} |{em} {m['retention']} [{m['retention_ci95'][0]}, "
                      f"{m['retention_ci95'][1]}] | {m['ttft_mean_ms']} / {m['ttft_median_ms']} | "
-                     f"{m['context_tokens_mean']} | {m['bytes_stored_per_context_token']} |")
+                     f"{m['context_tokens_mean']} | {_or_na(m['bytes_stored_per_context_token'])} |")
     if metrics.get("paired_differences"):
         lines += ["", f"Translator modes on the same examples: mean {score} difference [paired bootstrap "
                   "95% CI]; an interval above 0 means the first beats the second beyond noise.", ""]
         lines += [f"- {pair}: {d['mean']} [{d['ci95'][0]}, {d['ci95'][1]}] over {d['n']} examples"
                   for pair, d in metrics["paired_differences"].items()]
     return "\n".join(lines) + "\n"
+
+
+def _or_na(value) -> str:
+    return "n/a" if value is None else str(value)
 
 
 def _plots(run: Path, metrics: dict, records: dict) -> None:

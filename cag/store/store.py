@@ -52,7 +52,12 @@ class CacheSpace:
     model_name: str
     model_fingerprint: str
     prefix_sha256: str
-    role: str  # "encoder" or "native"
+    role: str  # "encoder", "native" or "translated" (the generator's, made by a translator)
+
+    @property
+    def generator(self) -> str:
+        """The model that reads these caches: "GEN <- SOURCE (KIND)" names a translated space."""
+        return self.model_name.split(" <- ")[0]
 
     @property
     def key(self) -> str:
@@ -170,6 +175,20 @@ class Store:
             path.unlink(missing_ok=True)
             removed += 1
         return removed
+
+    def remove_space(self, space: CacheSpace) -> tuple[int, int]:
+        """Delete one cache space (its folder): (files, bytes) freed. Hold `lock()` around it."""
+        import shutil
+
+        folder = self.folder / "caches" / space.key
+        files = [p for p in folder.glob("*/*") if p.is_file()]
+        freed = sum(p.stat().st_size for p in files)
+        # model.json last: a crash half-way leaves a registered, partly empty space, which
+        # ask re-fills (translated) or refuses with the ingest command to run (native)
+        for path in files:
+            path.unlink(missing_ok=True)
+        shutil.rmtree(folder, ignore_errors=True)
+        return len(files), freed
 
     # ---- index ---------------------------------------------------------------------------
     def index(self) -> VectorIndex:

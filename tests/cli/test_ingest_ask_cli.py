@@ -66,6 +66,22 @@ def test_store_info_list_remove(store, corpus):
     assert json.loads(invoke("store", "info", "--store", store, "--json").output)["files"] == 2
 
 
+
+def test_store_prune_native_caches(store, tiny_models, corpus):
+    pruned = invoke("store", "prune", "--store", store, "--role", "native")
+    assert pruned.exit_code == 0 and "from 1 cache space(s)" in pruned.output, pruned.output
+    roles = [s["role"] for s in json.loads(invoke("store", "info", "--store", store, "--json").output)["cache_spaces"]]
+    assert roles == ["encoder"]
+    native = invoke("ask", "Who?", "--store", store, "--model", tiny_models["generator"], "--mode", "native")
+    assert native.exit_code == 1 and "--also-for" in native.output
+    again = invoke("ingest", corpus, "--store", store, "--encoder", tiny_models["encoder"],
+                   "--also-for", tiny_models["generator"])
+    assert again.exit_code == 0, again.output
+    answer = invoke("ask", "Who?", "--store", store, "--model", tiny_models["generator"], "--mode", "native",
+                    "--max-new-tokens", 2)
+    assert answer.exit_code == 0, answer.output
+
+
 def test_corrupted_cache_is_named_with_the_fix(store, tiny_models):
     caches = sorted((store / "caches").rglob("*.safetensors"))
     for path in caches:  # damage every cache so that whatever is retrieved is corrupted

@@ -34,3 +34,13 @@ def test_paired_difference_interval():
     assert 8.0 <= low <= mean <= high <= 10.0
     noisy_mean, noisy_low, noisy_high = bootstrap_difference_ci([0.0, 100.0] * 10, [100.0, 0.0] * 10)
     assert noisy_mean == 0.0 and noisy_low < 0 < noisy_high
+
+
+def test_storage_of_a_mode_whose_caches_the_store_lacks_is_not_zero():
+    from eval.report import summarize
+
+    records = {m: [{"id": "a", "score": 1.0, "em": 1.0, "timings_ms": {"ttft": 5.0}, "context_tokens": 9}]
+               for m in ("direct", "native", "translated")}
+    summary = summarize("extractive", ("direct", "native", "translated"), records,
+                        {"direct": 0.0, "translated": 21000.0})  # no native space in this store
+    assert [summary[m]["bytes_stored_per_context_token"] for m in summary] == [0.0, None, 21000.0]

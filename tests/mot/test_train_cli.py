@@ -140,6 +140,29 @@ def test_ask_translated_end_to_end_and_reuses_translated_caches(trained_store, t
     assert missing.exit_code == 1 and "no single translator" in missing.output
 
 
+    def translated_files():
+        return sorted((trained_store / "caches").glob("*/*/*.safetensors"))
+
+    # `cag store prune`: translated caches are derived data; pruned, the next ask re-makes them
+    def translated_spaces():
+        return [s for s in json.loads(invoke("store", "info", "--store", trained_store, "--json").output)["cache_spaces"]
+                if s["role"] == "translated"]
+    assert len(translated_spaces()) == 2  # mot and ridge
+    before = translated_files()
+    dry = invoke("store", "prune", "--store", trained_store, "--model", tiny_models["generator"], "--dry-run")
+    assert dry.exit_code == 0 and "Would free" in dry.output and translated_files() == before
+    pruned = invoke("store", "prune", "--store", trained_store, "--model", tiny_models["generator"])
+    assert pruned.exit_code == 0 and "Freed" in pruned.output and "from 2 cache space(s)" in pruned.output
+    assert translated_spaces() == [] and len(translated_files()) < len(before)
+    remade = ask_json(trained_store, tiny_models, "--mode", "translated")
+    assert remade["timings_ms"]["translate"] > 0 and remade["answer"] == first["answer"]
+    for args, message in ((("--role", "encoder"), "never pruned"),
+                          (("--model", "nobody"), "No translated caches for nobody"),
+                          (("--role", "native"), "No native caches")):
+        refused = invoke("store", "prune", "--store", trained_store, *args)
+        assert refused.exit_code == 1 and message in refused.output, refused.output
+
+
 def test_auto_mode_quality_gate(trained_store, tiny_models, cag_home):
     auto = ask_json(trained_store, tiny_models)
     assert auto["mode"] == "direct" and "no recorded QA retention" in " ".join(auto["notes"])
