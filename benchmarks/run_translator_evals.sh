@@ -67,8 +67,9 @@ for step in "${steps[@]}"; do
       $CAG eval --dataset hotpotqa --context-budget 2048 --model $Q --dtype bf16 --modes $ALL,native-blend \
         --blend 0.15 --out runs/hotpotqa-293-budget2k-$Q
       $PY benchmarks/collect_eval.py runs/hotpotqa-293-budget2k-$Q
+      # the encoder's 3,091 chunk caches are the same bytes in both runs: linked, not prefilled again
       $CAG eval --dataset hotpotqa --context-budget 2048 --model $G --dtype bf16 --modes $ALL \
-        --out runs/hotpotqa-293-budget2k-$G
+        --reuse-caches-from runs/hotpotqa-293-budget2k-$Q --out runs/hotpotqa-293-budget2k-$G
       $PY benchmarks/collect_eval.py runs/hotpotqa-293-budget2k-$G ;;
     gemma-squad)
       $CAG eval --dataset squad --limit 200 --model $G --dtype bf16 --modes $ALL --out runs/squad-200-$G

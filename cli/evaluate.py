@@ -62,6 +62,10 @@ def eval_command(
     skip_missing: Annotated[bool, typer.Option(help="Skip modes that cannot run, with a warning.")] = False,
     out: Annotated[Path | None, typer.Option(help="Run folder (default: runs/eval-...). "
                                                   "Re-running the same command resumes it.")] = None,
+    reuse_caches_from: Annotated[list[Path] | None, typer.Option(
+        "--reuse-caches-from", help="Another run folder (or store): chunk caches it holds for the same "
+                                    "model, prefix and text are hard-linked instead of prefilled "
+                                    "(repeatable).")] = None,
 ) -> None:
     """Run a QA dataset through cag's real path (ingest, store, assemble, generate) in several
     modes and write config.json, predictions.jsonl, metrics.json, report.md and plots.
@@ -75,7 +79,7 @@ def eval_command(
                         limit, seed, top_k, context_budget, max_new_tokens, option_score,
                         skip_missing=skip_missing, out=str(out) if out else None,
                         window=parse_layer_window(window), dtype=dtype, device=device, blend=blend,
-                        blend_select=blend_select)
+                        blend_select=blend_select, reuse_caches=tuple(reuse_caches_from or ()))
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with Progress(*columns, console=Console(stderr=True)) as progress:
         run = run_eval(config, _Bar(progress))

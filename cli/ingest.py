@@ -48,6 +48,9 @@ def ingest_command(
         help="FAISS factory string: Flat, IVF<n>,Flat or HNSW32 for large stores.")] = "Flat",
     cache_dtype: Annotated[str, typer.Option(help="Storage dtype of chunk caches: fp16, bf16, fp32.")] = "fp16",
     batch_size: Annotated[int, typer.Option(min=1, help="Chunks per prefill batch.")] = 8,
+    reuse_caches_from: Annotated[list[Path] | None, typer.Option(
+        "--reuse-caches-from", help="Another store: chunk caches it holds for the same model, prefix "
+                                    "and text are hard-linked instead of prefilled (repeatable).")] = None,
     device: DeviceOption = "auto",
     dtype: DtypeOption = "auto",
 ) -> None:
@@ -61,7 +64,8 @@ def ingest_command(
 
     console = Console(stderr=True)
     options = IngestOptions(encoder, embedder, chunk_tokens, 0, faiss_factory, cache_dtype,
-                            tuple(also_for or ()), batch_size, device=device, dtype=dtype)
+                            tuple(also_for or ()), batch_size, device=device, dtype=dtype,
+                            reuse_from=tuple(reuse_caches_from or ()))
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[rate]}"), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=False) as progress:
@@ -73,6 +77,8 @@ def ingest_command(
         f"Store {report.store}: {report.files_seen} files seen, {report.files_ingested} ingested, "
         f"{report.files_unchanged} unchanged, {len(report.skipped)} skipped, {report.files_removed} "
         f"removed; {report.chunks_new} chunks (re)indexed, {report.caches_written} caches prefilled "
-        f"({report.tokens_prefilled:,} tokens); store total {report.chunks_total} chunks, "
+        f"({report.tokens_prefilled:,} tokens)"
+        + (f", {report.caches_reused} reused from other stores" if options.reuse_from else "")
+        + f"; store total {report.chunks_total} chunks, "
         f"{report.tokens_total:,} tokens, {report.bytes_on_disk / 1e6:.1f} MB on disk; "
         f"{report.seconds:.1f} s.")

@@ -59,6 +59,7 @@ class EvalConfig:
     device: str = "auto"  # where models run; not part of the run's identity
     blend: float = DEFAULT_BLEND  # *-blend modes: share of context tokens the generator recomputes
     blend_select: str = DEFAULT_BLEND_SELECT  # *-blend modes: which tokens (cag.kv.blend.SELECTIONS)
+    reuse_caches: tuple = ()  # run folders or stores whose identical chunk caches are linked, not prefilled
 
 
 def check_modes(config: EvalConfig) -> tuple:
@@ -118,7 +119,8 @@ def run_eval(config: EvalConfig, progress: Progress | None = None) -> Path:
     examples = sample(load_examples(path, task), task, config.limit, config.seed)
     run = Path(config.out) if config.out else default_run_dir(config, path, task)
     # the report covers every mode the folder holds, also those of earlier runs with other --modes
-    reported = _start_or_resume(run, {**asdict(config), "task": task, "dataset_path": str(path), "modes": list(modes)})
+    reported = _start_or_resume(run, {**asdict(config), "task": task, "dataset_path": str(path), "modes": list(modes),
+                                      "reuse_caches": [str(p) for p in config.reuse_caches]})
     store, locators = _build_store(run, config, task, examples, modes, _PrefillOnly(progress))
     lm = load_model(config.model, config.dtype, config.device)
     layout = prompt_layout(lm.tokenizer)
@@ -149,12 +151,13 @@ def _start_or_resume(run: Path, config: dict) -> tuple:
     if path.is_file():
         # keys added since a run started take the value it ran with (runs before --dtype were fp32)
         previous = {"dtype": "fp32", "blend": DEFAULT_BLEND, "blend_select": DEFAULT_BLEND_SELECT,
-                    **json.loads(path.read_text())}
+                    "reuse_caches": [], **json.loads(path.read_text())}
         if previous == config:
             return tuple(config["modes"])
         # the window only shapes translated-window answers: free to set until that mode has run
-        # `out`: a run folder may have been moved or renamed since it started; `device`: where it runs
-        free = {"modes", "skip_missing", "out", "device"} | (set() if "translated-window" in previous["modes"] else {"window"})
+        # `out`: a run folder may have been moved or renamed since it started; `device`: where it runs;
+        # `reuse_caches`: where identical caches come from (they are the same bytes either way)
+        free = {"modes", "skip_missing", "out", "device", "reuse_caches"} | (set() if "translated-window" in previous["modes"] else {"window"})
         free |= set() if _BLEND_MODES & set(previous["modes"]) else {"blend", "blend_select"}
         same = lambda c: {k: v for k, v in c.items() if k not in free}
         if same(previous) == same(config):
@@ -221,13 +224,19 @@ def _build_store(run: Path, config: EvalConfig, task: str, examples: list, modes
     # is the encoder, the same cache space): a direct/native/none run skips that prefill
     options = IngestOptions(encoder=config.encoder, embedder=config.embedder, also_for=also,
                             device=config.device, dtype="fp32", also_for_dtype=config.dtype,
-                            encoder_caches=bool(_NEEDS_TRANSLATOR & set(modes)))
+                            encoder_caches=bool(_NEEDS_TRANSLATOR & set(modes)),
+                            reuse_from=tuple(_store_folder(Path(p)) for p in config.reuse_caches))
     if records:
         ingest([contexts], run / "store", options, progress)
     else:  # closed book: an empty store, so every mode still runs the same path
         (run / "contexts" / "empty").mkdir(exist_ok=True)
         ingest([run / "contexts" / "empty"], run / "store", options)
     return Store.open(run / "store"), [(str(contexts.resolve()), locs) for locs in locators]
+
+
+def _store_folder(path: Path) -> Path:
+    """A run folder's store, or the store folder itself."""
+    return path / "store" if (path / "store" / "store.json").is_file() else path
 
 
 def _follow_moved_run(store_dir: Path, contexts: Path) -> None:

@@ -10,6 +10,8 @@ with the same store as an uninterrupted run.
 
 import hashlib
 import logging
+import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +50,9 @@ class IngestOptions:
     # False: chunk, embed and catalog with the encoder but skip its cache prefill, for stores read
     # only natively (an eval without translator modes); a later ingest with True fills them in
     encoder_caches: bool = True
+    # other stores whose identical chunk caches (same model, prefix and text: the same file key) are
+    # hard-linked (copied across file systems) instead of prefilled again
+    reuse_from: tuple = ()
 
 
 @dataclass
@@ -62,6 +67,7 @@ class IngestReport:
     chunks_new: int = 0
     tokens_prefilled: int = 0
     caches_written: int = 0
+    caches_reused: int = 0  # linked from another store (IngestOptions.reuse_from)
     chunks_total: int = 0
     tokens_total: int = 0
     bytes_on_disk: int = 0
@@ -129,6 +135,7 @@ def _ingest_locked(roots: list, store: Store, encoder, embedder: Embedder, optio
     spaces += [_space(lm, "native") for lm in own]
     for s in spaces:
         store.register_space(s.space)
+    donors = _reuse_stores(options.reuse_from, store)
     chunker = Chunker(encoder.tokenizer, config.chunk_tokens, config.chunk_overlap)
     report = IngestReport(str(store.folder))
     files = discover(roots)
@@ -136,7 +143,7 @@ def _ingest_locked(roots: list, store: Store, encoder, embedder: Embedder, optio
     progress.files(len(files))
     for path in files:
         _ingest_file(path, store, chunker, embedder, spaces, config, report, progress,
-                     max(1, options.batch_size), encoder.tokenizer)
+                     max(1, options.batch_size), encoder.tokenizer, donors)
         progress.file_done(str(path))
     report.files_removed = _remove_vanished(store, roots, set(map(str, files)))
     store.index()  # rebuilt from the catalog if anything changed
@@ -150,7 +157,7 @@ def _ingest_locked(roots: list, store: Store, encoder, embedder: Embedder, optio
 
 def _ingest_file(path: Path, store: Store, chunker: Chunker, embedder: Embedder, spaces: list,
                  config: StoreConfig, report: IngestReport, progress: Progress,
-                 batch_size: int, encoder_tokenizer) -> None:
+                 batch_size: int, encoder_tokenizer, donors: tuple = ()) -> None:
     try:
         sha = _file_sha256(path)
         if store.catalog.file_sha256(str(path)) == sha and _caches_complete(store, path, spaces):
@@ -166,7 +173,7 @@ def _ingest_file(path: Path, store: Store, chunker: Chunker, embedder: Embedder,
     chunked = [(doc, chunker.split(doc.text)) for doc in documents]
     pending = [(doc, chunk) for doc, chunks in chunked for chunk in chunks]
     for s in spaces:
-        _prefill_missing(store, s, pending, config, report, progress, batch_size)
+        _prefill_missing(store, s, pending, config, report, progress, batch_size, donors)
     vectors = iter(embedder.encode([chunk.text for _, chunk in pending]))
     count_tokens = lambda text: len(encoder_tokenizer.encode(text, add_special_tokens=False))  # noqa: E731
     rows = [(doc.locator, len(doc.text), [
@@ -189,13 +196,18 @@ def _caches_complete(store: Store, path: Path, spaces: list) -> bool:
 
 
 def _prefill_missing(store: Store, s: _Space, pending: list, config: StoreConfig,
-                     report: IngestReport, progress: Progress, batch_size: int) -> None:
-    """Prefill (doc, chunk) pairs whose cache file is missing; identical texts once."""
+                     report: IngestReport, progress: Progress, batch_size: int, donors: tuple = ()) -> None:
+    """Prefill (doc, chunk) pairs whose cache file is missing (or link it from a donor store);
+    identical texts once."""
     todo, seen = [], set()
     for doc, chunk in pending:
         key = sha256_hex(chunk.text.encode())
-        if key not in seen and not store.cache_path(s.space, key).is_file():
-            seen.add(key)
+        if key in seen or store.cache_path(s.space, key).is_file():
+            continue
+        seen.add(key)
+        if _link_from_donor(store, s.space, key, donors):
+            report.caches_reused += 1
+        else:
             todo.append((doc, chunk))
     for start in range(0, len(todo), batch_size):
         batch = todo[start:start + batch_size]
@@ -209,6 +221,45 @@ def _prefill_missing(store: Store, s: _Space, pending: list, config: StoreConfig
         tokens = sum(c.num_tokens for c in caches)
         report.tokens_prefilled += tokens
         progress.prefilled(len(caches), tokens)
+
+
+def _reuse_stores(folders: tuple, store: Store) -> tuple:
+    """The donor stores' folders, checked: a store that exists and stores caches in our dtype."""
+    donors = []
+    for folder in folders:
+        folder = Path(folder).expanduser()
+        if not (folder / "store.json").is_file():
+            raise CagError(f"--reuse-caches-from {folder}: not a cag store (no store.json there).")
+        if folder.resolve() == store.folder.resolve():
+            continue
+        donor = Store.open(folder)
+        donor.close()
+        if donor.config.cache_dtype != store.config.cache_dtype:
+            raise CagError(f"--reuse-caches-from {folder}: it stores {donor.config.cache_dtype} caches, "
+                           f"this store {store.config.cache_dtype}.")
+        donors.append(donor)
+    return tuple(donors)
+
+
+def _link_from_donor(store: Store, space: CacheSpace, text_sha256: str, donors: tuple) -> bool:
+    """Hard-link (else copy) the cache of one chunk text from the first donor that holds it. The
+    file key names model, prefix and text, so the donor's file is exactly the cache we would write;
+    cache files are never rewritten in place (atomic replace), so sharing an inode is safe."""
+    target = store.cache_path(space, text_sha256)
+    for donor in donors:
+        source = donor.cache_path(space, text_sha256)
+        if not source.is_file():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        temp = target.with_name(f".tmp-{target.name}")
+        temp.unlink(missing_ok=True)
+        try:
+            os.link(source, temp)
+        except OSError:  # another file system, or links not allowed
+            shutil.copyfile(source, temp)
+        os.replace(temp, target)
+        return True
+    return False
 
 
 def _remove_vanished(store: Store, roots: list, present: set) -> int:

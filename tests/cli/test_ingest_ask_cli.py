@@ -132,3 +132,19 @@ def test_empty_store_and_context_too_long(tiny_models, tmp_path, corpus):
     invoke("ingest", corpus, "--store", store, "--encoder", tiny_models["encoder"], "--chunk-tokens", 64)
     result = invoke("ask", "Who?", "--store", store, "--model", short, "--mode", "direct", "--top-k", 20)
     assert result.exit_code == 1 and "at most 128" in result.output
+
+
+def test_ingest_reuses_another_stores_caches(store, tiny_models, corpus, tmp_path):
+    other = tmp_path / "other"
+    result = invoke("ingest", corpus, "--store", other, "--encoder", tiny_models["encoder"], "--chunk-tokens", 32,
+                    "--also-for", tiny_models["generator"], "--reuse-caches-from", store)
+    assert result.exit_code == 0, result.output
+    assert "0 caches prefilled (0 tokens)" in result.output and "reused from other stores" in result.output
+    linked = sorted((other / "caches").rglob("*.safetensors"))
+    assert linked and all(p.stat().st_nlink == 2 for p in linked)
+    answer = invoke("ask", "Who named Mount Elbert?", "--store", other, "--model", tiny_models["generator"],
+                    "--mode", "native", "--max-new-tokens", 2)
+    assert answer.exit_code == 0, answer.output
+    bad = invoke("ingest", corpus, "--store", tmp_path / "third", "--encoder", tiny_models["encoder"],
+                 "--reuse-caches-from", tmp_path / "nowhere")
+    assert bad.exit_code == 1 and "not a cag store" in bad.output

@@ -154,3 +154,22 @@ def test_generator_that_is_the_encoder_reports_the_bytes_it_reads(tiny_models, t
     metrics = json.loads((run / "metrics.json").read_text())
     native = metrics["modes"]["native"]["bytes_stored_per_context_token"]
     assert native > 0 and native == metrics["encoder_cache_bytes_per_token"]
+
+
+def test_a_run_links_the_caches_another_run_holds(tiny_models, tmp_path):
+    first = run_eval(config(tiny_models, tmp_path / "first", modes=("direct", "native")))
+    # the same passages, another run: every native cache is a hard link to the first run's file
+    second = run_eval(config(tiny_models, tmp_path / "second", modes=("direct", "native"), max_new_tokens=3,
+                             reuse_caches=(str(first),)))
+    def caches(run):
+        return {p.relative_to(run / "store"): p.stat() for p in (run / "store" / "caches").glob("*/*/*.safetensors")}
+    mine, theirs = caches(second), caches(first)
+    assert mine and set(mine) == set(theirs)
+    assert all(mine[p].st_ino == theirs[p].st_ino for p in mine)
+    answers = lambda run: {(r["id"], r["mode"]): r["prediction"] for r in map(json.loads, (run / "predictions.jsonl").read_text().splitlines())}
+    assert len(answers(second)) == 10
+    assert json.loads((second / "config.json").read_text())["reuse_caches"] == [str(first)]
+    # resuming without the option is the same run (where caches came from is not its identity)
+    assert run_eval(config(tiny_models, tmp_path / "second", modes=("direct", "native"), max_new_tokens=3)) == second
+    with pytest.raises(CagError, match="not a cag store"):
+        run_eval(config(tiny_models, tmp_path / "third", reuse_caches=(str(tmp_path / "nothing"),)))
