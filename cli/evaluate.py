@@ -4,12 +4,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from cag.defaults import DEFAULT_BLEND, DEFAULT_BLEND_SELECT, DEFAULT_ENCODER, DEFAULT_GENERATOR
 from cag.progress import Progress as EvalProgress
 from cli._errors import handle_errors
+from cli.progress_display import progress_display
 from cli.options import DeviceOption, parse_layer_window
 
 
@@ -81,7 +81,7 @@ def eval_command(
                         window=parse_layer_window(window), dtype=dtype, device=device, blend=blend,
                         blend_select=blend_select, reuse_caches=tuple(reuse_caches_from or ()))
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True)) as progress:
+    with progress_display(*columns) as progress:
         run = run_eval(config, _Bar(progress))
     typer.echo((run / "report.md").read_text())
     typer.echo(f"Run folder: {run}")

@@ -11,6 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from cag.defaults import DEFAULT_EMBEDDER, DEFAULT_ENCODER
 from cag.progress import Progress as IngestProgress
 from cli._errors import handle_errors
+from cli.progress_display import progress_display
 from cli.options import DeviceOption, DtypeOption, StoreOption
 
 
@@ -68,7 +69,7 @@ def ingest_command(
                             reuse_from=tuple(reuse_caches_from or ()))
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("{task.fields[rate]}"), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=False) as progress:
+    with progress_display(*columns) as progress:
         bars = _Bars(progress)
         report = ingest(paths, store, options, bars)
     for path, reason in report.skipped:

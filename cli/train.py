@@ -4,11 +4,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from cag.defaults import DEFAULT_ENCODER, DEFAULT_GENERATOR
 from cli._errors import handle_errors
+from cli.progress_display import progress_display
 from cli.options import parse_layer_window
 
 REPO = Path(__file__).resolve().parent.parent
@@ -105,7 +105,7 @@ def train_command(
                       device=device, data=str(data) if data else None)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                TextColumn("{task.fields[info]}"))
-    with Progress(*columns, console=Console(stderr=True)) as progress:
+    with progress_display(*columns) as progress:
         run = train(cfg, _bars()(progress))
     checkpoint = run / "translator.safetensors"
     if install:

@@ -43,3 +43,26 @@ def test_debug_env_shows_the_traceback(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "cli", "demo", "--model", "no-such-model"],
                           capture_output=True, text=True, env=env)
     assert proc.returncode != 0 and "Traceback" in proc.stderr
+
+
+def test_progress_goes_to_a_log_as_plain_lines():
+    import io
+
+    from cli.progress_display import PlainProgress, progress_display
+
+    log = io.StringIO()
+    assert isinstance(progress_display(stream=log), PlainProgress)  # not a terminal
+    with PlainProgress(log, every=3600) as progress:
+        files = progress.add_task("files", total=None, rate="")
+        steps = progress.add_task("steps", total=4, info="")
+        progress.update(files, total=2)
+        progress.advance(files)  # within `every` of the start: nothing printed yet
+        assert log.getvalue() == ""
+        progress.update(steps, advance=4, info="loss 0.5")  # a finished task prints at once
+        assert log.getvalue().startswith("steps: 4/4 (") and log.getvalue().endswith("loss 0.5\n")
+    assert log.getvalue().splitlines()[-1].startswith("files: 1/2, about ")  # the last state, at the end
+    log = io.StringIO()
+    with PlainProgress(log, every=0) as progress:
+        task = progress.add_task("examples x modes", total=10)
+        progress.advance(task, 4)
+    assert "examples x modes: 4/10, about " in log.getvalue() and log.getvalue().count("\n") == 1
