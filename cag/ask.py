@@ -144,14 +144,17 @@ def _choose_mode(mode: str, store: Store, lm, layout, retrieval, min_retention=N
 
 
 def build_context(mode: str, store: Store, lm, layout, ordered: list, timings: dict, window=None,
-                  blend: float = DEFAULT_BLEND, blend_select: str = DEFAULT_BLEND_SELECT):
+                  blend: float = DEFAULT_BLEND, blend_select: str = DEFAULT_BLEND_SELECT,
+                  keep_translated: bool = True):
     """The context for `ordered` chunk rows (assembly order) in `mode`: (AssembledContext or None,
     ids the generator prefills before the question, context tokens). Fills timings' load/assemble.
     `window`: [start, end) layers for translated-window (default: the translator's); `blend`: the
-    share of context tokens the *-blend modes recompute, chosen by `blend_select` (cag.kv.blend)."""
+    share of context tokens the *-blend modes recompute, chosen by `blend_select` (cag.kv.blend);
+    `keep_translated`: store chunk translations for reuse (False: translate, use, forget)."""
     if mode.endswith("-blend"):
         from cag.kv.blend import blend as recompute
-        context, lead, tokens = build_context(mode.removesuffix("-blend"), store, lm, layout, ordered, timings)
+        context, lead, tokens = build_context(mode.removesuffix("-blend"), store, lm, layout, ordered, timings,
+                                              keep_translated=keep_translated)
         t0 = time.perf_counter()
         if context is not None:
             recompute(lm, context, blend, blend_select)
@@ -170,11 +173,11 @@ def build_context(mode: str, store: Store, lm, layout, ordered: list, timings: d
         return context, flat, len(flat)
     if mode == "translated-window":
         from mot.use import window_context
-        context = window_context(store, lm, layout, ordered, _load, timings, window)
+        context = window_context(store, lm, layout, ordered, _load, timings, window, keep_translated)
         return context, [], context.length - len(prefix)
     if mode in TRANSLATED:
         from mot.use import translated_chunks
-        caches = translated_chunks(store, lm, layout, ordered, mode, _load, timings)
+        caches = translated_chunks(store, lm, layout, ordered, mode, _load, timings, keep_translated)
         t1 = time.perf_counter()
         context = assemble(lm, caches, prefix)
         timings["assemble"] = (time.perf_counter() - t1) * 1e3

@@ -66,6 +66,10 @@ def eval_command(
         "--reuse-caches-from", help="Another run folder (or store): chunk caches it holds for the same "
                                     "model, prefix and text are hard-linked instead of prefilled "
                                     "(repeatable).")] = None,
+    keep_translated: Annotated[bool, typer.Option(
+        help="Store chunk translations in the run's store: reused by translated-window/-blend and when a "
+             "killed run resumes. --no-keep-translated translates every time and stores none (a "
+             "HotpotQA run stores about 7 GB per translator for gemma3-270m, 4.6 GB for qwen2.5-coder-0.5b).")] = True,
 ) -> None:
     """Run a QA dataset through cag's real path (ingest, store, assemble, generate) in several
     modes and write config.json, predictions.jsonl, metrics.json, report.md and plots.
@@ -79,7 +83,8 @@ def eval_command(
                         limit, seed, top_k, context_budget, max_new_tokens, option_score,
                         skip_missing=skip_missing, out=str(out) if out else None,
                         window=parse_layer_window(window), dtype=dtype, device=device, blend=blend,
-                        blend_select=blend_select, reuse_caches=tuple(reuse_caches_from or ()))
+                        blend_select=blend_select, reuse_caches=tuple(reuse_caches_from or ()),
+                        keep_translated=keep_translated)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with progress_display(*columns) as progress:
         run = run_eval(config, _Bar(progress))

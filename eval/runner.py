@@ -60,6 +60,7 @@ class EvalConfig:
     blend: float = DEFAULT_BLEND  # *-blend modes: share of context tokens the generator recomputes
     blend_select: str = DEFAULT_BLEND_SELECT  # *-blend modes: which tokens (cag.kv.blend.SELECTIONS)
     reuse_caches: tuple = ()  # run folders or stores whose identical chunk caches are linked, not prefilled
+    keep_translated: bool = True  # store chunk translations in the run's store (reused by -window/-blend, resume)
 
 
 def check_modes(config: EvalConfig) -> tuple:
@@ -134,7 +135,7 @@ def run_eval(config: EvalConfig, progress: Progress | None = None) -> Path:
                 if (example["id"], mode) not in done:
                     record = evaluate_example(task, mode, example, rows, store, lm, layout,
                                               config.max_new_tokens, config.option_score, config.window,
-                                              config.blend, config.blend_select)
+                                              config.blend, config.blend_select, config.keep_translated)
                     out.write(json.dumps(record, ensure_ascii=False) + "\n")
                     out.flush()
                     os.fsync(out.fileno())
@@ -151,13 +152,14 @@ def _start_or_resume(run: Path, config: dict) -> tuple:
     if path.is_file():
         # keys added since a run started take the value it ran with (runs before --dtype were fp32)
         previous = {"dtype": "fp32", "blend": DEFAULT_BLEND, "blend_select": DEFAULT_BLEND_SELECT,
-                    "reuse_caches": [], **json.loads(path.read_text())}
+                    "reuse_caches": [], "keep_translated": True, **json.loads(path.read_text())}
         if previous == config:
             return tuple(config["modes"])
         # the window only shapes translated-window answers: free to set until that mode has run
         # `out`: a run folder may have been moved or renamed since it started; `device`: where it runs;
-        # `reuse_caches`: where identical caches come from (they are the same bytes either way)
-        free = {"modes", "skip_missing", "out", "device", "reuse_caches"} | (set() if "translated-window" in previous["modes"] else {"window"})
+        # `reuse_caches`: where identical caches come from (they are the same bytes either way);
+        # `keep_translated`: whether translations are stored (the same translations either way)
+        free = {"modes", "skip_missing", "out", "device", "reuse_caches", "keep_translated"} | (set() if "translated-window" in previous["modes"] else {"window"})
         free |= set() if _BLEND_MODES & set(previous["modes"]) else {"blend", "blend_select"}
         same = lambda c: {k: v for k, v in c.items() if k not in free}
         if same(previous) == same(config):

@@ -16,12 +16,12 @@ GENERATIVE = ("extractive", "multi_doc")
 
 def evaluate_example(task: str, mode: str, example: dict, rows: list, store, lm, layout,
                      max_new_tokens: int, option_score: str, window=None, blend: float = DEFAULT_BLEND,
-                     blend_select: str = DEFAULT_BLEND_SELECT) -> dict:
+                     blend_select: str = DEFAULT_BLEND_SELECT, keep_translated: bool = True) -> dict:
     """A predictions.jsonl record for `example` answered in `mode` from chunk `rows` (assembly order)."""
     start = time.perf_counter()
     timings = {"load": 0.0, "assemble": 0.0}
     context, lead, context_tokens = build_context(mode, store, lm, layout, rows, timings, window, blend,
-                                                  blend_select)
+                                                  blend_select, keep_translated)
     q_ids = layout.question_ids(lm.tokenizer, example["question"])
     if task in GENERATIVE:
         begin = time.perf_counter()

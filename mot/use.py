@@ -76,12 +76,13 @@ def injection_window(translator, lm, window=None) -> tuple:
 
 
 @torch.no_grad()
-def window_context(store: Store, lm, layout, rows: list, load, timings: dict, window=None):
+def window_context(store: Store, lm, layout, rows: list, load, timings: dict, window=None,
+                   keep: bool = True):
     """Window injection: the MoT translator's K/V in a window of layers, the generator running over
     the context for the others (the paper's replay; costs a prefill of the context)."""
     from cag.kv.assemble import AssembledContext, check_positions, native_prefix_kv
     from mot.injection import window_cache
-    chunks = translated_chunks(store, lm, layout, rows, "translated", load, timings)
+    chunks = translated_chunks(store, lm, layout, rows, "translated", load, timings, keep)
     prefix = torch.as_tensor(list(layout.prefix_ids), dtype=torch.int64)
     ids = torch.cat([c.token_ids for c in chunks])
     check_positions(lm.geometry, prefix.numel() + ids.numel())
@@ -103,16 +104,18 @@ def window_context(store: Store, lm, layout, rows: list, load, timings: dict, wi
     return AssembledContext(cache, torch.cat([prefix, ids]), prefix.numel(), spans)
 
 
-def translated_chunks(store: Store, lm, layout, rows: list, mode: str, load, timings: dict) -> list:
+def translated_chunks(store: Store, lm, layout, rows: list, mode: str, load, timings: dict,
+                      keep: bool = True) -> list:
     """Target-space chunk caches for `rows` (assembly order). `load(path, doc)` reads a cache file.
-    Rotary generators: translated caches are stored in the store and reused; absolute-position
-    generators translate at each chunk's landing offset every time."""
+    Rotary generators: translated caches are stored in the store and reused (`keep=False`: used
+    when stored, never written); absolute-position generators translate at each chunk's landing
+    offset every time."""
     translator = translator_for(store, lm, mode)
     source_space = encoder_space(store)
     prefix = list(layout.prefix_ids)
     persist = lm.geometry.is_rotary
     space = translated_space(translator, lm, prefix) if persist else None
-    if persist:
+    if persist and keep:
         store.register_space(space)
     chunks, pos = [], len(prefix)
     for row in rows:
@@ -128,7 +131,7 @@ def translated_chunks(store: Store, lm, layout, rows: list, mode: str, load, tim
             chunk = translate_chunk(translator, source, lm, prefix, position_start=pos)
             timings["load"] += (t1 - t0) * 1e3
             timings["translate"] = timings.get("translate", 0.0) + (time.perf_counter() - t1) * 1e3
-            if persist:
+            if persist and keep:
                 save_chunk_cache(chunk, Path(path), store.config.cache_dtype)
         chunks.append(chunk)
         pos += chunk.num_tokens

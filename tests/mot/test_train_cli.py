@@ -207,6 +207,17 @@ def test_eval_runs_translated_modes_and_adds_modes_to_a_run(trained_store, tiny_
     assert diff["n"] == 5 and diff["mean"] == round(want, 3) and diff["ci95"][0] <= diff["mean"] <= diff["ci95"][1]
     assert set(metrics["paired_differences"]) == {"translated - ridge", "translated - translated-window",
                                                   "ridge - translated-window"}
+    # the same run without storing translations: the same answers, no translated caches on disk
+    forgetful = tmp_path / "eval-no-keep"
+    base[-1] = forgetful
+    result = invoke(*base, "--modes", "direct,translated,translated-window", "--window", "1:2", "--no-keep-translated")
+    assert result.exit_code == 0, result.output
+    again = {(r["id"], r["mode"]): r for r in map(json.loads, (forgetful / "predictions.jsonl").read_text().splitlines())}
+    kept = {(r["id"], r["mode"]): r for r in records}
+    assert all(again[k]["prediction"] == kept[k]["prediction"] for k in again)
+    assert all(again[(i, "translated-window")]["timings_ms"]["translate"] > 0 for i in ids)  # translated again
+    spaces = [json.loads(p.read_text())["role"] for p in (forgetful / "store" / "caches").glob("*/model.json")]
+    assert spaces == ["encoder"]
 
 
 def test_blend_modes_in_ask_and_eval(trained_store, tiny_models, tmp_path):
