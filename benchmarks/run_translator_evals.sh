@@ -4,7 +4,7 @@
 # under runs/ (not committed); a killed run resumes when re-run; `python
 # benchmarks/collect_eval.py RUN_DIR` copies its records. Long: on 2 CPU cores SQuAD 200 with six
 # modes takes about an hour, BoolQ 200 about 20 minutes. Pass step names to run only some:
-#   bash benchmarks/run_translator_evals.sh squad boolq cloze depth blend hotpotqa gemma-squad speed frontier
+#   bash benchmarks/run_translator_evals.sh squad boolq cloze cloze-equal depth blend hotpotqa gemma-squad speed frontier
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CAG=${CAG:-.venv/bin/cag}
@@ -13,7 +13,7 @@ Q=qwen2.5-coder-0.5b
 G=gemma3-270m
 ALL="direct,native,none,translated,single,ridge"
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(squad boolq cloze depth blend hotpotqa gemma-squad speed frontier)
+[ ${#steps[@]} -gt 0 ] || steps=(squad boolq cloze cloze-equal depth blend hotpotqa gemma-squad speed frontier)
 for step in "${steps[@]}"; do
   case $step in
     squad)  # 200 questions with distinct passages; the first recorded runs used 40 (qwen) and 20 (gemma)
@@ -41,6 +41,31 @@ for step in "${steps[@]}"; do
           --out runs/$d-200-$Q-mot-cloze
         $PY benchmarks/collect_eval.py runs/$d-200-$Q-mot-cloze
       done ;;
+    cloze-equal)  # MoT and single trained alike (cloze, 384 windows, 240 steps), on the same 200 SQuAD questions
+      D=runs/train-data-smollm2-135m-$Q-cloze-384
+      common="--source smollm2-135m --target $Q --continuation cloze --windows 384 --no-install --data $D"
+      $CAG train $common --kind ridge --out runs/train-$Q-ridge-cloze-384  # prepares the windows once
+      for k in mot single; do
+        OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $CAG train $common --kind $k --steps 240 --eval-every 80 \
+          --out runs/train-$Q-$k-cloze-384-240 &
+      done
+      wait
+      home=$(mktemp -d) && mkdir -p "$home/translators"
+      for f in "${CAG_HOME:-$HOME/.cache/cag}"/*; do
+        [ "$(basename "$f")" = translators ] || ln -s "$(realpath "$f")" "$home/$(basename "$f")"
+      done
+      for k in mot single; do
+        for ext in safetensors json; do
+          cp runs/train-$Q-$k-cloze-384-240/translator.$ext "$home/translators/smollm2-135m__${Q}__$k.$ext"
+        done
+      done
+      out=runs/squad-200-$Q-cloze-384-240
+      [ -d $out ] || $PY benchmarks/fork_eval_run.py benchmarks/results/eval/squad-200-$Q $out
+      CAG_HOME=$home $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated,single \
+        --reuse-caches-from runs/squad-200-$Q --out $out
+      $PY benchmarks/collect_eval.py $out
+      $PY benchmarks/compare_runs.py $out:translated $out:single benchmarks/results/eval/squad-200-$Q:translated \
+        benchmarks/results/eval/squad-200-$Q:single ;;
     depth)  # QA against the injection window's start: MoT in 6 of qwen's 24 layers, 40 questions
       [ -d runs/squad-40-$Q-translators ] || $CAG eval --dataset squad --limit 40 --model $Q \
         --modes direct --out runs/squad-40-$Q-translators
@@ -88,6 +113,6 @@ for step in "${steps[@]}"; do
       done
       $PY benchmarks/plot_frontier.py --speed benchmarks/results/translated_speed-$Q.json "${series[@]}" \
         --out benchmarks/results/frontier-$Q.png ;;
-    *) echo "unknown step $step (squad, boolq, cloze, depth, blend, hotpotqa, gemma-squad, speed, frontier)" >&2; exit 1 ;;
+    *) echo "unknown step $step (squad, boolq, cloze, cloze-equal, depth, blend, hotpotqa, gemma-squad, speed, frontier)" >&2; exit 1 ;;
   esac
 done
