@@ -120,11 +120,8 @@ def translated_chunks(store: Store, lm, layout, rows: list, mode: str, load, tim
     chunks, pos = [], len(prefix)
     for row in rows:
         path = store.cache_path(space, row.text_sha256) if persist else None
-        if persist and path.is_file():
-            t0 = time.perf_counter()
-            chunk = load(path, row.doc)
-            timings["load"] += (time.perf_counter() - t0) * 1e3
-        else:
+        chunk = _stored_translation(path, row.doc, load, timings) if persist and path.is_file() else None
+        if chunk is None:
             t0 = time.perf_counter()
             source = load(store.cache_path(source_space, row.text_sha256), row.doc)
             t1 = time.perf_counter()
@@ -132,7 +129,23 @@ def translated_chunks(store: Store, lm, layout, rows: list, mode: str, load, tim
             timings["load"] += (t1 - t0) * 1e3
             timings["translate"] = timings.get("translate", 0.0) + (time.perf_counter() - t1) * 1e3
             if persist and keep:
+                store.register_space(space)  # again: a prune may have removed the space meanwhile
                 save_chunk_cache(chunk, Path(path), store.config.cache_dtype)
         chunks.append(chunk)
         pos += chunk.num_tokens
     return chunks
+
+
+def _stored_translation(path: Path, doc: str, load, timings: dict):
+    """A stored translated chunk, or None when it is gone or damaged: translations are derived
+    data, so a pruned (`cag store prune` racing this ask) or corrupt file is simply made again."""
+    t0 = time.perf_counter()
+    try:
+        chunk = load(path, doc)
+    except CagError as exc:
+        if path.is_file():  # still there: not a vanished or removed-as-corrupt translation
+            raise
+        log.warning("translated cache %s unusable (%s); translating again", path.name, exc)
+        return None
+    timings["load"] += (time.perf_counter() - t0) * 1e3
+    return chunk

@@ -156,6 +156,12 @@ def test_ask_translated_end_to_end_and_reuses_translated_caches(trained_store, t
     assert translated_spaces() == [] and len(translated_files()) < len(before)
     remade = ask_json(trained_store, tiny_models, "--mode", "translated")
     assert remade["timings_ms"]["translate"] > 0 and remade["answer"] == first["answer"]
+    # a damaged stored translation is derived data: removed and translated again, not an error
+    spaces = {p.parent.name: json.loads(p.read_text())["role"] for p in (trained_store / "caches").glob("*/model.json")}
+    stored = [p for p in translated_files() if spaces[p.parent.parent.name] == "translated"]
+    stored[0].write_bytes(stored[0].read_bytes()[:100])
+    repaired = ask_json(trained_store, tiny_models, "--mode", "translated")
+    assert repaired["timings_ms"]["translate"] > 0 and repaired["answer"] == first["answer"]
     for args, message in ((("--role", "encoder"), "never pruned"),
                           (("--model", "nobody"), "No translated caches for nobody"),
                           (("--role", "native"), "No native caches")):
