@@ -97,7 +97,8 @@ for step in "${steps[@]}"; do
         --reuse-caches-from runs/hotpotqa-293-budget2k-$Q --out runs/hotpotqa-293-budget2k-$G
       $PY benchmarks/collect_eval.py runs/hotpotqa-293-budget2k-$G ;;
     gemma-squad)
-      $CAG eval --dataset squad --limit 200 --model $G --dtype bf16 --modes $ALL --out runs/squad-200-$G
+      $CAG eval --dataset squad --limit 200 --model $G --dtype bf16 --modes $ALL,translated-blend --blend 0.15 \
+        --out runs/squad-200-$G
       $PY benchmarks/collect_eval.py runs/squad-200-$G
       $PY benchmarks/record_translator_qa.py benchmarks/results/eval/squad-200-$G ;;
     speed)  # TTFT of every ask mode at ~2,048 tokens, one alternating run
