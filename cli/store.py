@@ -86,11 +86,7 @@ def prune_command(
         total_files = total_bytes = 0
         with opened.lock():
             for space in spaces:
-                if dry_run:
-                    files = list((opened.folder / "caches" / space.key).glob("*/*.safetensors"))
-                    count, freed = len(files), sum(f.stat().st_size for f in files)
-                else:
-                    count, freed = opened.remove_space(space)
+                count, freed = opened.space_usage(space) if dry_run else opened.remove_space(space)
                 total_files, total_bytes = total_files + count, total_bytes + freed
                 typer.echo(f"{'would free' if dry_run else 'freed':10} {freed / 1e6:10.1f} MB  "
                            f"{count:6} files  {space.model_name} ({space.role})")

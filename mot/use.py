@@ -115,8 +115,6 @@ def translated_chunks(store: Store, lm, layout, rows: list, mode: str, load, tim
     prefix = list(layout.prefix_ids)
     persist = lm.geometry.is_rotary
     space = translated_space(translator, lm, prefix) if persist else None
-    if persist and keep:
-        store.register_space(space)
     chunks, pos = [], len(prefix)
     for row in rows:
         path = store.cache_path(space, row.text_sha256) if persist else None
@@ -129,7 +127,7 @@ def translated_chunks(store: Store, lm, layout, rows: list, mode: str, load, tim
             timings["load"] += (t1 - t0) * 1e3
             timings["translate"] = timings.get("translate", 0.0) + (time.perf_counter() - t1) * 1e3
             if persist and keep:
-                store.register_space(space)  # again: a prune may have removed the space meanwhile
+                store.register_space(space)  # per save: a prune may remove the space meanwhile
                 save_chunk_cache(chunk, Path(path), store.config.cache_dtype)
         chunks.append(chunk)
         pos += chunk.num_tokens

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cag.atomic import atomic_write
 from cag.defaults import DEFAULT_EMBEDDER, DEFAULT_ENCODER
 from cag.errors import CagError
 from cag.faults import fault_point
@@ -245,21 +246,20 @@ def _link_from_donor(store: Store, space: CacheSpace, text_sha256: str, donors: 
     """Hard-link (else copy) the cache of one chunk text from the first donor that holds it. The
     file key names model, prefix and text, so the donor's file is exactly the cache we would write;
     cache files are never rewritten in place (atomic replace), so sharing an inode is safe."""
-    target = store.cache_path(space, text_sha256)
     for donor in donors:
         source = donor.cache_path(space, text_sha256)
-        if not source.is_file():
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        temp = target.with_name(f".tmp-{target.name}")
-        temp.unlink(missing_ok=True)
-        try:
-            os.link(source, temp)
-        except OSError:  # another file system, or links not allowed
-            shutil.copyfile(source, temp)
-        os.replace(temp, target)
-        return True
+        if source.is_file():
+            atomic_write(store.cache_path(space, text_sha256), lambda tmp: _link_or_copy(source, tmp))
+            return True
     return False
+
+
+def _link_or_copy(source: Path, tmp: Path) -> None:
+    tmp.unlink()  # atomic_write's empty temporary file: the link takes its name
+    try:
+        os.link(source, tmp)
+    except OSError:  # another file system, or links not allowed
+        shutil.copyfile(source, tmp)
 
 
 def _remove_vanished(store: Store, roots: list, present: set) -> int:

@@ -176,19 +176,26 @@ class Store:
             removed += 1
         return removed
 
+    def space_files(self, space: CacheSpace) -> list[Path]:
+        """The chunk cache files one space holds."""
+        return list((self.folder / "caches" / space.key).glob("*/*.safetensors"))
+
+    def space_usage(self, space: CacheSpace) -> tuple[int, int]:
+        """(files, bytes) of one space's chunk caches."""
+        files = self.space_files(space)
+        return len(files), sum(f.stat().st_size for f in files)
+
     def remove_space(self, space: CacheSpace) -> tuple[int, int]:
         """Delete one cache space (its folder): (files, bytes) freed. Hold `lock()` around it."""
         import shutil
 
-        folder = self.folder / "caches" / space.key
-        files = [p for p in folder.glob("*/*") if p.is_file()]
-        freed = sum(p.stat().st_size for p in files)
-        # model.json last: a crash half-way leaves a registered, partly empty space, which
-        # ask re-fills (translated) or refuses with the ingest command to run (native)
-        for path in files:
+        usage = self.space_usage(space)
+        # cache files first, model.json last: a crash half-way leaves a registered, partly empty
+        # space, which ask re-fills (translated) or refuses with the ingest command to run (native)
+        for path in self.space_files(space):
             path.unlink(missing_ok=True)
-        shutil.rmtree(folder, ignore_errors=True)
-        return len(files), freed
+        shutil.rmtree(self.folder / "caches" / space.key, ignore_errors=True)
+        return usage
 
     # ---- index ---------------------------------------------------------------------------
     def index(self) -> VectorIndex:
@@ -222,9 +229,8 @@ class Store:
         counts = self.catalog.counts()
         spaces = []
         for space in self.spaces():
-            files = list((self.folder / "caches" / space.key).glob("*/*.safetensors"))
-            spaces.append({"model": space.model_name, "role": space.role, "files": len(files),
-                           "bytes": sum(f.stat().st_size for f in files),
+            files, size = self.space_usage(space)
+            spaces.append({"model": space.model_name, "role": space.role, "files": files, "bytes": size,
                            "fingerprint": space.model_fingerprint[:12]})
         return {"store": str(self.folder), **asdict(self.config), **counts,
                 "bytes_on_disk": self.bytes_on_disk(), "cache_spaces": spaces}
