@@ -3,7 +3,8 @@
 - TTFT of every ask mode: `translated` (caches translated during the ask, and again with the
   translated caches already stored), `single`, `ridge` and `translated-window` (translating),
   `native`, `none` and `direct`, and the blend modes at each `--blends` share (`translated-blend@F`,
-  translating; `native-blend@F`), medians over alternating repeats, and their ratios (the x axis
+  translating; `native-blend@F`) with each `--selects` token selection other than the default
+  deviation probe (`...@F/starts`), medians over alternating repeats, and their ratios (the x axis
   of the quality/speed frontier, benchmarks/plot_frontier.py);
 - translation cost: translating the retrieved chunks against the generator prefilling the same
   tokens (target: 5% or less).
@@ -24,7 +25,7 @@ from pathlib import Path
 import torch
 
 from cag.ask import ask
-from cag.defaults import DEFAULT_BLEND
+from cag.defaults import DEFAULT_BLEND, DEFAULT_BLEND_SELECT
 from cag.ingest.pipeline import IngestOptions, ingest
 from cag.kv.chunk_cache import run_prefill
 from cag.kv.serde import load_chunk_cache
@@ -48,6 +49,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=2048)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--blends", default="0.15,0.3,0.5", help="shares of context tokens recomputed")
+    parser.add_argument("--selects", default="deviation", help="blend token selections (cag.kv.blend.SELECTIONS)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         store_dir = Path(tmp) / "store"
@@ -60,18 +62,23 @@ def main() -> None:
         labels = ["direct", "native", "none", "translated (translating)", "translated (stored)",
                   "single (translating)", "ridge (translating)", "translated-window (translating)"]
         blends = [float(f) for f in args.blends.split(",") if f.strip()]
-        labels += [f"translated-blend@{f} (translating)" for f in blends] + [f"native-blend@{f}" for f in blends]
+        selects = [s for s in args.selects.split(",") if s.strip()]
+        tag = lambda f, s: f"{f}" if s == DEFAULT_BLEND_SELECT else f"{f}/{s}"  # noqa: E731
+        labels += [f"translated-blend@{tag(f, s)} (translating)" for s in selects for f in blends]
+        labels += [f"native-blend@{tag(f, s)}" for s in selects for f in blends]
         times = {label: [] for label in labels}
         answers, contexts = {}, {}
         for _ in range(args.repeats):
             for label in times:
-                mode, _, share = label.split(" ")[0].partition("@")
+                mode, _, setting = label.split(" ")[0].partition("@")
+                share, _, select = setting.partition("/")
                 if label.endswith("(translating)"):  # drop stored translations: translate now
                     for space in store.spaces():
                         if space.role == "translated":
                             shutil.rmtree(store_dir / "caches" / space.key, ignore_errors=True)
                 result = ask(QUESTION, model=args.generator, top_k=top_k, mode=mode, max_new_tokens=8,
-                             lm=lm, retriever=retriever, blend=float(share or DEFAULT_BLEND))
+                             lm=lm, retriever=retriever, blend=float(share or DEFAULT_BLEND),
+                             blend_select=select or DEFAULT_BLEND_SELECT)
                 times[label].append(result.timings_ms["ttft"])
                 answers[label], contexts[label] = result.answer, result.context_tokens
         ttft = {k: round(statistics.median(v), 1) for k, v in times.items()}

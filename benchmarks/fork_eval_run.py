@@ -9,7 +9,10 @@ holds the other translator).
 SRC may also be a recorded run in benchmarks/results/eval/ (config and predictions, no store): the
 fork's first eval then writes the passages and ingests its store again, for the modes it runs.
 
-Usage: python benchmarks/fork_eval_run.py SRC DST [--keep direct,native,none]
+`--limit N` forks the first N examples of the run's sample (the examples `cag eval --limit N` with the
+same seed draws): a cheaper experiment on a subset that still reuses the kept predictions.
+
+Usage: python benchmarks/fork_eval_run.py SRC DST [--keep direct,native,none] [--limit N]
 """
 
 import argparse
@@ -18,18 +21,31 @@ import shutil
 from pathlib import Path
 
 
-def fork(src: Path, dst: Path, keep: list[str]) -> None:
+def subset_ids(config: dict, limit: int) -> set:
+    """Ids of the first `limit` examples of the run's sample (eval's own sampling)."""
+    from eval.datasets import load_examples, sample
+    examples = load_examples(Path(config["dataset_path"]), config["task"])
+    return {ex["id"] for ex in sample(examples, config["task"], limit, config["seed"])}
+
+
+def fork(src: Path, dst: Path, keep: list[str], limit: int | None = None) -> None:
     if dst.exists():
         raise SystemExit(f"{dst} exists; remove it first.")
+    config = json.loads((src / "config.json").read_text())
+    if limit is not None and config.get("limit") is not None and limit > config["limit"]:
+        raise SystemExit(f"{src} holds {config['limit']} examples; --limit {limit} would need more.")
+    ids = subset_ids(config, limit) if limit is not None else None
     dst.mkdir(parents=True)
     if (src / "store").is_dir():
         shutil.copytree(src / "contexts", dst / "contexts")
         shutil.copytree(src / "store", dst / "store", ignore=shutil.ignore_patterns("write.lock"))
-    config = json.loads((src / "config.json").read_text())
     config.update(modes=keep, out=str(dst), window=None)
+    if limit is not None:
+        config["limit"] = limit
     (dst / "config.json").write_text(json.dumps(config, indent=2))
     kept = [line for line in (src / "predictions.jsonl").read_text().splitlines()
-            if line.strip() and json.loads(line)["mode"] in keep]
+            if line.strip() and json.loads(line)["mode"] in keep
+            and (ids is None or json.loads(line)["id"] in ids)]
     (dst / "predictions.jsonl").write_text("".join(line + "\n" for line in kept))
     print(f"forked {src} -> {dst}: {len(kept)} predictions of {', '.join(keep)} kept")
 
@@ -39,8 +55,9 @@ def main() -> None:
     parser.add_argument("src", type=Path)
     parser.add_argument("dst", type=Path)
     parser.add_argument("--keep", default="direct,native,none", help="modes whose predictions are kept")
+    parser.add_argument("--limit", type=int, help="fork only the first N examples of the run's sample")
     args = parser.parse_args()
-    fork(args.src, args.dst, args.keep.split(","))
+    fork(args.src, args.dst, args.keep.split(","), args.limit)
 
 
 if __name__ == "__main__":

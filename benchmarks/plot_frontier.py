@@ -36,11 +36,13 @@ def frontier_points(speed: dict, series: list) -> list[dict]:
         metrics = json.loads((run / "metrics.json").read_text())
         run_config = json.loads((run / "config.json").read_text())
         share = run_config.get("blend", 0.15)
+        select = run_config.get("blend_select", "deviation")
+        setting = f"{share}" if select == "deviation" else f"{share}/{select}"
         for mode, m in metrics["modes"].items():
             label = SPEED_LABEL.get(mode)
-            if mode.endswith("-blend"):  # the speed benchmark times each recomputed share
-                label = f"{mode}@{share}" + (" (translating)" if mode.startswith("translated") else "")
-                renames = {mode: f"{mode} {share}", **renames}
+            if mode.endswith("-blend"):  # the speed benchmark times each recomputed share and selection
+                label = f"{mode}@{setting}" + (" (translating)" if mode.startswith("translated") else "")
+                renames = {mode: f"{mode} {setting.replace('/', ' ')}", **renames}
             if label not in speedup:
                 continue
             point = {"series": name, "mode": renames.get(mode, mode), "retention": m["retention"],

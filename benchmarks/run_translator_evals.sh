@@ -4,7 +4,7 @@
 # under runs/ (not committed); a killed run resumes when re-run; `python
 # benchmarks/collect_eval.py RUN_DIR` copies its records. Long: on 2 CPU cores SQuAD 200 with six
 # modes takes about an hour, BoolQ 200 about 20 minutes. Pass step names to run only some:
-#   bash benchmarks/run_translator_evals.sh squad boolq cloze cloze-equal depth blend hotpotqa gemma-squad speed frontier
+#   bash benchmarks/run_translator_evals.sh squad boolq cloze cloze-equal attention depth blend hotpotqa hotpot60-blend gemma-squad speed frontier
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CAG=${CAG:-.venv/bin/cag}
@@ -13,7 +13,23 @@ Q=qwen2.5-coder-0.5b
 G=gemma3-270m
 ALL="direct,native,none,translated,single,ridge"
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(squad boolq cloze cloze-equal depth blend hotpotqa gemma-squad speed frontier)
+
+# translator_home KIND=RUN...: a CAG home sharing the converted models whose translators/ holds
+# only the given training runs' results, installed as KIND for generator $Q (prints its path)
+translator_home() {
+  local home f pair ext
+  home=$(mktemp -d) && mkdir -p "$home/translators"
+  for f in "${CAG_HOME:-$HOME/.cache/cag}"/*; do
+    [ "$(basename "$f")" = translators ] || ln -s "$(realpath "$f")" "$home/$(basename "$f")"
+  done
+  for pair in "$@"; do
+    for ext in safetensors json; do
+      cp "${pair#*=}/translator.$ext" "$home/translators/smollm2-135m__${Q}__${pair%%=*}.$ext"
+    done
+  done
+  echo "$home"
+}
+[ ${#steps[@]} -gt 0 ] || steps=(squad boolq cloze cloze-equal attention depth blend hotpotqa hotpot60-blend gemma-squad speed frontier)
 for step in "${steps[@]}"; do
   case $step in
     squad)  # 200 questions with distinct passages; the first recorded runs used 40 (qwen) and 20 (gemma)
@@ -27,14 +43,7 @@ for step in "${steps[@]}"; do
     cloze)  # the MoT translator trained on cloze continuations, on the same 200 SQuAD questions
       $CAG train --source smollm2-135m --target $Q --kind mot --continuation cloze --no-install \
         --out runs/train-smollm2-135m-$Q-mot-full-cloze --data runs/train-data-smollm2-135m-$Q-cloze
-      # a CAG home sharing the converted models, whose translators/ holds only the cloze MoT
-      home=$(mktemp -d) && mkdir -p "$home/translators"
-      for f in "${CAG_HOME:-$HOME/.cache/cag}"/*; do
-        [ "$(basename "$f")" = translators ] || ln -s "$(realpath "$f")" "$home/$(basename "$f")"
-      done
-      for ext in safetensors json; do
-        cp runs/train-smollm2-135m-$Q-mot-full-cloze/translator.$ext "$home/translators/smollm2-135m__${Q}__mot.$ext"
-      done
+      home=$(translator_home mot=runs/train-smollm2-135m-$Q-mot-full-cloze)
       for d in squad boolq; do
         [ -d runs/$d-200-$Q-mot-cloze ] || $PY benchmarks/fork_eval_run.py runs/$d-200-$Q runs/$d-200-$Q-mot-cloze
         CAG_HOME=$home $CAG eval --dataset $d --limit 200 --model $Q --modes direct,native,none,translated \
@@ -50,15 +59,7 @@ for step in "${steps[@]}"; do
           --out runs/train-$Q-$k-cloze-384-240 &
       done
       wait
-      home=$(mktemp -d) && mkdir -p "$home/translators"
-      for f in "${CAG_HOME:-$HOME/.cache/cag}"/*; do
-        [ "$(basename "$f")" = translators ] || ln -s "$(realpath "$f")" "$home/$(basename "$f")"
-      done
-      for k in mot single; do
-        for ext in safetensors json; do
-          cp runs/train-$Q-$k-cloze-384-240/translator.$ext "$home/translators/smollm2-135m__${Q}__$k.$ext"
-        done
-      done
+      home=$(translator_home mot=runs/train-$Q-mot-cloze-384-240 single=runs/train-$Q-single-cloze-384-240)
       out=runs/squad-200-$Q-cloze-384-240
       [ -d $out ] || $PY benchmarks/fork_eval_run.py benchmarks/results/eval/squad-200-$Q $out
       CAG_HOME=$home $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated,single \
@@ -66,6 +67,22 @@ for step in "${steps[@]}"; do
       $PY benchmarks/collect_eval.py $out
       $PY benchmarks/compare_runs.py $out:translated $out:single benchmarks/results/eval/squad-200-$Q:translated \
         benchmarks/results/eval/squad-200-$Q:single ;;
+    attention)  # chunk attention (width 64, 4 heads) in front of the mixtures, else as cloze-equal
+      D=runs/train-data-smollm2-135m-$Q-cloze-384
+      common="--source smollm2-135m --target $Q --continuation cloze --windows 384 --no-install --data $D"
+      for k in mot single; do
+        OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $CAG train $common --kind $k --steps 240 --eval-every 80 \
+          --attention-dim 64 --attention-heads 4 --out runs/train-$Q-$k-attn64-cloze-384-240 &
+      done
+      wait
+      home=$(translator_home mot=runs/train-$Q-mot-attn64-cloze-384-240 single=runs/train-$Q-single-attn64-cloze-384-240)
+      out=runs/squad-200-$Q-attn64-cloze-384-240
+      [ -d $out ] || $PY benchmarks/fork_eval_run.py benchmarks/results/eval/squad-200-$Q $out
+      CAG_HOME=$home $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated,single \
+        --reuse-caches-from runs/squad-200-$Q-cloze-384-240 --out $out
+      $PY benchmarks/collect_eval.py $out
+      cloze=benchmarks/results/eval/squad-200-$Q-cloze-384-240
+      $PY benchmarks/compare_runs.py $out:translated $cloze:translated $out:single $cloze:single ;;
     depth)  # QA against the injection window's start: MoT in 6 of qwen's 24 layers, 40 questions
       [ -d runs/squad-40-$Q-translators ] || $CAG eval --dataset squad --limit 40 --model $Q \
         --modes direct --out runs/squad-40-$Q-translators
@@ -96,13 +113,35 @@ for step in "${steps[@]}"; do
       $CAG eval --dataset hotpotqa --context-budget 2048 --model $G --dtype bf16 --modes $ALL \
         --reuse-caches-from runs/hotpotqa-293-budget2k-$Q --out runs/hotpotqa-293-budget2k-$G
       $PY benchmarks/collect_eval.py runs/hotpotqa-293-budget2k-$G ;;
+    hotpot60-blend)  # blend settings on the first 60 HotpotQA questions (forks of the 293 run; needs
+      # runs/hotpotqa-293-budget2k-smollm2-135m, whose encoder caches are linked, not prefilled)
+      H=runs/hotpotqa-293-budget2k-$Q
+      common="--dataset hotpotqa --context-budget 2048 --model $Q --dtype bf16 --limit 60"
+      out=runs/hotpotqa-60-budget2k-$Q-starts  # native-blend with the chunk-start selection
+      [ -d $out ] || $PY benchmarks/fork_eval_run.py $H $out --keep direct,native --limit 60
+      $CAG eval $common --modes direct,native,native-blend --blend 0.15 --blend-select starts --out $out
+      out=runs/hotpotqa-60-budget2k-$Q-deviation  # the recorded deviation native-blend, these 60 only
+      [ -d $out ] || $PY benchmarks/fork_eval_run.py $H $out --keep direct,native,native-blend --limit 60
+      $CAG eval $common --modes direct,native,native-blend --blend 0.15 \
+        --reuse-caches-from runs/hotpotqa-60-budget2k-$Q-starts --out $out
+      for share in 15 25 50; do
+        out=runs/hotpotqa-60-budget2k-$Q-tblend$share
+        [ -d $out ] || $PY benchmarks/fork_eval_run.py $H $out --keep direct,native,none,translated --limit 60
+        $CAG eval $common --modes direct,native,none,translated,translated-blend --blend 0.$share \
+          --no-keep-translated --reuse-caches-from runs/hotpotqa-293-budget2k-smollm2-135m \
+          --reuse-caches-from runs/hotpotqa-60-budget2k-$Q-starts --out $out
+      done
+      for r in starts deviation tblend15 tblend25 tblend50; do
+        $PY benchmarks/collect_eval.py runs/hotpotqa-60-budget2k-$Q-$r
+      done ;;
     gemma-squad)
       $CAG eval --dataset squad --limit 200 --model $G --dtype bf16 --modes $ALL,translated-blend --blend 0.15 \
         --out runs/squad-200-$G
       $PY benchmarks/collect_eval.py runs/squad-200-$G
       $PY benchmarks/record_translator_qa.py benchmarks/results/eval/squad-200-$G ;;
     speed)  # TTFT of every ask mode at ~2,048 tokens, one alternating run
-      $PY benchmarks/bench_translated_speed.py --generator $Q --repeats 2 --blends 0.15,0.3,0.5 ;;
+      $PY benchmarks/bench_translated_speed.py --generator $Q --repeats 2 --blends 0.15,0.25,0.3,0.5 \
+        --selects deviation,starts ;;
     frontier)  # retention against TTFT speedup at ~2,048 tokens (after the speed benchmark and the runs above)
       E=benchmarks/results/eval
       series=(--eval "SQuAD 200=$E/squad-200-$Q" --eval "SQuAD 200, cloze MoT=$E/squad-200-$Q-mot-cloze:translated=MoT cloze")
@@ -113,7 +152,12 @@ for step in "${steps[@]}"; do
         series+=(--eval "SQuAD 40, window $w=$E/squad-40-$Q-window-$w:translated-window=window $w")
       done
       $PY benchmarks/plot_frontier.py --speed benchmarks/results/translated_speed-$Q.json "${series[@]}" \
-        --out benchmarks/results/frontier-$Q.png ;;
-    *) echo "unknown step $step (squad, boolq, cloze, cloze-equal, depth, blend, hotpotqa, gemma-squad, speed, frontier)" >&2; exit 1 ;;
+        --out benchmarks/results/frontier-$Q.png
+      H=$E/hotpotqa-60-budget2k-$Q  # multi-document contexts: their own plot
+      series=(--eval "HotpotQA 60=$H-deviation" --eval "HotpotQA 60, starts=$H-starts")
+      for share in 15 25 50; do series+=(--eval "HotpotQA 60, translated-blend 0.$share=$H-tblend$share"); done
+      $PY benchmarks/plot_frontier.py --speed benchmarks/results/translated_speed-$Q.json "${series[@]}" \
+        --out benchmarks/results/frontier-$Q-hotpotqa.png ;;
+    *) echo "unknown step $step (squad, boolq, cloze, cloze-equal, attention, depth, blend, hotpotqa, hotpot60-blend, gemma-squad, speed, frontier)" >&2; exit 1 ;;
   esac
 done

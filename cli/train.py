@@ -48,6 +48,11 @@ def train_command(
     experts: Annotated[int, typer.Option(min=1, help="Experts per K/V mixture (kind mot).")] = 4,
     top_k: Annotated[int, typer.Option("--top-k", min=1, help="Experts mixed per token.")] = 2,
     rank: Annotated[int, typer.Option(min=1, help="Hidden width of each expert's MLP.")] = 24,
+    attention_dim: Annotated[int, typer.Option(min=0, help="Width of a bidirectional attention over "
+                                                           "each chunk's tokens in front of every "
+                                                           "layer's mixtures (0: none; kinds mot and "
+                                                           "single).")] = 0,
+    attention_heads: Annotated[int, typer.Option(min=1, help="Heads of that attention.")] = 4,
     steps: Annotated[int, typer.Option(min=0, help="Optimizer steps.")] = 120,
     batch: Annotated[int, typer.Option(min=1, help="Windows per step.")] = 4,
     lr: Annotated[float, typer.Option(help="Peak learning rate (AdamW, warmup + cosine).")] = 1e-3,
@@ -98,6 +103,7 @@ def train_command(
     cfg = TrainConfig(source=source, target=target, out=str(run), corpus=[str(p) for p in corpus],
                       heldout_corpus=[str(p) for p in heldout], kind=kind, mode=mode,
                       window=parse_layer_window(window), experts=experts, top_k=top_k, rank=rank,
+                      attention_dim=attention_dim, attention_heads=attention_heads,
                       windows=windows, heldout_windows=heldout_windows, chunk_tokens=chunk_tokens,
                       chunks=chunks, continuation_tokens=continuation_tokens, continuation=continuation,
                       answer_tokens=answer_tokens, steps=steps, batch=batch,

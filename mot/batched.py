@@ -7,6 +7,7 @@ time needs neither gradients nor that loop:
     source K/V, all layers  -> (T_s, L_s * 2W)       W = source kv width; [K_l, V_l] per layer
     sparse alignment @      -> (T_t, L_s * 2W)       each target token overlaps 1-3 source tokens
     gather paired layers    -> x (L_t, T_t, F)       F = pairs * 2W (+ position features)
+    chunk attention         -> x (L_t, T_t, F)       per layer, float32, when the translator has it
     stacked mixtures        -> y (2 L_t, T_t, D)     K mixtures of every layer, then V mixtures
 
 The stacked mixtures compute in bfloat16 where the hardware multiplies it natively (CUDA, CPUs with
@@ -113,7 +114,10 @@ def translate_layers(translator, src_keys: list, src_values: list, weights: torc
     device = translator.layers[0].k.base.weight.device
     dtype = dtype or fast_dtype(device)
     x = aligned_inputs(translator, src_keys, src_values, weights, positions)  # (L_t, T_t, F) float32
-    x = x.to(device=device, dtype=dtype)
+    x = x.to(device)
+    if translator.spec.attention_dim:
+        x = torch.stack([layer.mixed(x[i]) for i, layer in enumerate(translator.layers)])
+    x = x.to(dtype)
     y = _stacked(translator, dtype)(torch.cat([x, x])).float()  # (2 L_t, T_t, D): K mixtures, then V
     heads = translator.spec.target.geometry["kv_heads"]
     layers_t = x.shape[0]

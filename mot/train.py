@@ -33,7 +33,7 @@ from mot.checkpoint import save_translator
 from mot.data import CONTINUATIONS, load_window, make_windows, prepare_window, read_paragraphs, save_window
 from mot.ridge import RidgeFit
 from mot.step import chunk_weights, run_window
-from mot.translator import Translator, make_spec
+from mot.translator import Translator, check_attention, make_spec
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,8 @@ class TrainConfig:
     top_k: int = 2
     rank: int = 24
     router_hidden: int = 32
+    attention_dim: int = 0  # > 0: chunk attention (both ways) in front of each layer's mixtures
+    attention_heads: int = 4
     pairs_per_layer: int = 2
     windows: int = 256
     heldout_windows: int = 32
@@ -97,6 +99,7 @@ def check_config(cfg: TrainConfig) -> None:
         raise CagError(f"Unknown continuation {cfg.continuation!r}; choose {' or '.join(CONTINUATIONS)}.")
     if cfg.steps < 0 or cfg.windows < 1 or cfg.batch < 1:
         raise CagError("--steps must be >= 0, --windows and --batch >= 1.")
+    check_attention(cfg.kind, cfg.attention_dim, cfg.attention_heads)
     resolve_device(cfg.device)  # a GPU that is not there is refused before any work
 
 
@@ -128,7 +131,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> Path:
                         target, s_prefix, t_prefix, progress, seed=cfg.seed + 1)
     prepare_seconds = time.perf_counter() - prepare_started  # ~0 when the windows were prepared before
     spec = make_spec(cfg.kind, source, target, cfg.pairs_per_layer, cfg.experts, cfg.top_k, cfg.rank,
-                     cfg.router_hidden)
+                     cfg.router_hidden, cfg.attention_dim, cfg.attention_heads)
     translator = Translator(spec).to(cfg.device)
     prefix_kv = run_prefill(target.model, torch.tensor(t_prefix), torch.arange(len(t_prefix))) if t_prefix else None
     started = time.perf_counter()
@@ -160,10 +163,12 @@ def _train_seconds(metrics_path: Path) -> float:
     return sum(r.get("seconds", 0.0) for r in records if "step" in r)
 
 
-def _claim(path: Path, wanted: dict, mismatch: str) -> None:
-    """Write `wanted` to the JSON file `path`, or check that it already holds exactly that."""
+def _claim(path: Path, wanted: dict, mismatch: str, defaults: dict | None = None) -> None:
+    """Write `wanted` to the JSON file `path`, or check that it already holds exactly that (a key
+    missing from the file, written before that setting existed, stands for its value in `defaults`)."""
     if path.is_file():
-        if json.loads(path.read_text()) != wanted:
+        held = {**(defaults or {}), **json.loads(path.read_text())}
+        if held != wanted:
             raise CagError(mismatch)
         return
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -171,8 +176,9 @@ def _claim(path: Path, wanted: dict, mismatch: str) -> None:
 
 
 def _start_or_resume(run: Path, cfg: TrainConfig) -> None:
+    defaults = asdict(TrainConfig(source=cfg.source, target=cfg.target, out=cfg.out))
     _claim(run / "config.json", asdict(cfg), f"Run folder {run} holds a training run with another "
-           "config; pass another --out or delete that folder.")
+           "config; pass another --out or delete that folder.", defaults)
 
 
 def _check_data_folder(data: Path, cfg: TrainConfig, source, target) -> None:

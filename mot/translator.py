@@ -3,6 +3,7 @@
     source chunk (encoder K/V, token offsets, text)
       -> target tokenization of the same text, alignment weights (T_t, T_s)
       -> per target layer l: x = W @ [K, V of source layers paired with l] (+ target position)
+      -> (attention_dim > 0) x = x + chunk attention over x, both ways (mot/chunk_attention.py)
       -> K_l = mixture_k[l](x), V_l = mixture_v[l](x)   (T_t, kv_heads_t * head_dim_t)
       -> a ChunkCache in the target's space (rotary targets: position-free keys; the target's own
          rotary is applied at assembly)
@@ -19,6 +20,7 @@ from cag.kv.chunk_cache import ChunkCache, chunk_meta, tokenize_chunk
 from cag.models.fingerprint import sha256_hex
 from mot.alignment import align
 from mot.batched import translate_layers
+from mot.chunk_attention import ChunkAttention
 from mot.features import feature_dim, layer_features, position_features, unflatten_heads
 from mot.layer_map import pair_layers
 from mot.mixture import KINDS, Mixture
@@ -63,6 +65,8 @@ class TranslatorSpec:
     rank: int = 24
     router_hidden: int = 32
     position_dim: int = 0  # > 0 for absolute-position targets (GPT-2, OPT)
+    attention_dim: int = 0  # > 0: per target layer, attention over the chunk before the mixtures
+    attention_heads: int = 4
     training: dict = field(default_factory=dict)
     metrics: dict = field(default_factory=dict)  # held-out diagnostics, QA retention
     format_version: int = CHECKPOINT_FORMAT
@@ -82,15 +86,29 @@ class TranslatorSpec:
 
 
 def make_spec(kind: str, source_lm, target_lm, pairs_per_layer: int = 2, experts: int = 4,
-              top_k: int = 2, rank: int = 24, router_hidden: int = 32) -> TranslatorSpec:
+              top_k: int = 2, rank: int = 24, router_hidden: int = 32, attention_dim: int = 0,
+              attention_heads: int = 4) -> TranslatorSpec:
     if kind not in KINDS:
         raise CagError(f"Unknown translator kind {kind!r}; choose one of {', '.join(KINDS)}.")
     if experts < 1 or not 1 <= top_k <= experts:
         raise CagError(f"Need experts >= 1 and 1 <= top-k <= experts (got {experts}, {top_k}).")
+    check_attention(kind, attention_dim, attention_heads)
     source, target = ModelSide.of(source_lm), ModelSide.of(target_lm)
     layer_map = pair_layers(source.num_layers, target.num_layers, pairs_per_layer)
     return TranslatorSpec(kind, source, target, layer_map, experts, top_k, rank, router_hidden,
-                          position_dim=0 if target.is_rotary else 32)
+                          position_dim=0 if target.is_rotary else 32, attention_dim=attention_dim,
+                          attention_heads=attention_heads)
+
+
+def check_attention(kind: str, dim: int, heads: int) -> None:
+    if dim < 0 or heads < 1:
+        raise CagError(f"Need --attention-dim >= 0 and --attention-heads >= 1 (got {dim}, {heads}).")
+    if dim and (dim % heads or (dim // heads) % 2):
+        raise CagError(f"--attention-dim {dim} must split into {heads} heads of an even width "
+                       "(e.g. 64 with 4 heads).")
+    if dim and kind == "ridge":
+        raise CagError("Chunk attention is learned by training; kind ridge is closed-form only "
+                       "(use kind single or mot).")
 
 
 class LayerTranslator(nn.Module):
@@ -100,6 +118,12 @@ class LayerTranslator(nn.Module):
                     router_hidden=spec.router_hidden)
         self.k = Mixture(spec.in_dim, spec.target.kv_width, **args)
         self.v = Mixture(spec.in_dim, spec.target.kv_width, **args)
+        self.attention = (ChunkAttention(spec.in_dim, spec.attention_dim, spec.attention_heads)
+                          if spec.attention_dim else None)
+
+    def mixed(self, x: torch.Tensor) -> torch.Tensor:
+        """(T_t, F): the layer's input after its chunk attention (unchanged without one)."""
+        return self.attention(x) if self.attention is not None else x
 
 
 class Translator(nn.Module):
@@ -122,6 +146,8 @@ class Translator(nn.Module):
         if getattr(self, "_fingerprint", None) is None:
             from cag.models.fingerprint import tensors_digest
             identity = {k: v for k, v in self.spec.to_dict().items() if k not in ("metrics", "training")}
+            if not identity["attention_dim"]:  # translators made before chunk attention keep their fingerprint
+                del identity["attention_dim"], identity["attention_heads"]
             self._fingerprint = sha256_hex(json.dumps(identity, sort_keys=True).encode()
                                            + tensors_digest(self).encode())
         return self._fingerprint
@@ -145,6 +171,7 @@ class Translator(nn.Module):
         heads = self.spec.target.geometry["kv_heads"]
         keys, values, balance = [], [], weights.new_zeros(())
         for layer, x in zip(self.layers, self.layer_inputs(src_keys, src_values, weights, positions)):
+            x = layer.mixed(x)
             k, aux_k = layer.k(x)
             v, aux_v = layer.v(x)
             keys.append(unflatten_heads(k, heads))

@@ -5,8 +5,11 @@ independently prefilled) K/V of the others, and their K/V replace the stored one
 Which tokens ("deviation", the default): those whose stored K/V deviate most from the generator's
 own at an early layer (`SELECT_LAYER`); the generator computes its own K/V there by running its
 first layers over the whole context (a `(SELECT_LAYER + 1) / layers` share of a prefill), stopped by
-the cache. "random": a uniform sample seeded by the context's token ids (the control for the probe).
-Cost: that share plus the recomputed share of a prefill; the question then continues the cache.
+the cache. "starts": the first tokens of every chunk, the same number from each (EPIC-style: an
+independently prefilled chunk's first tokens were its attention sink and saw none of the chunks
+before it); no probe. "random": a uniform sample seeded by the context's token ids (the control).
+Cost: the probe's share (deviation only) plus the recomputed share of a prefill; the question then
+continues the cache.
 
 Rotary generators only; the cache must hold every position (no sliding-window layer may have
 dropped tokens). Cache index == position: assembly lays the prefix and chunks out contiguously.
@@ -23,7 +26,7 @@ from cag.errors import CagError
 from cag.kv.assemble import AssembledContext, native_prefix_kv
 
 SELECT_LAYER = 1  # CacheBlend's choice: layer 0's K/V hold no context, layer 1's already do
-SELECTIONS = ("deviation", "random")
+SELECTIONS = ("deviation", "starts", "random")
 
 
 class _Stop(Exception):
@@ -101,6 +104,18 @@ def random_scores(context: AssembledContext) -> torch.Tensor:
     return torch.rand(context.length - context.prefix_tokens, generator=torch.Generator().manual_seed(seed))
 
 
+def start_scores(context: AssembledContext) -> torch.Tensor:
+    """(T,) per context token, highest first: every chunk's first token (in chunk order), then every
+    chunk's second token, and so on; so the top share takes about as many tokens from each chunk."""
+    p = context.prefix_tokens
+    spans = context.chunk_spans or [(p, context.length)]
+    scores = torch.full((context.length - p,), float("-inf"))
+    for order, (start, end) in enumerate(spans):
+        within = torch.arange(end - start, dtype=torch.float64)
+        scores[start - p:end - p] = (-(within * len(spans) + order)).float()
+    return scores
+
+
 @torch.no_grad()
 def blend(lm, context: AssembledContext, fraction: float, select: str = DEFAULT_BLEND_SELECT,
           layer: int = SELECT_LAYER) -> tuple[AssembledContext, int]:
@@ -113,7 +128,8 @@ def blend(lm, context: AssembledContext, fraction: float, select: str = DEFAULT_
     if fraction == 1.0:
         scores = torch.zeros(total - p)
     else:
-        scores = deviation_scores(lm, context, layer) if select == "deviation" else random_scores(context)
+        scores = {"deviation": lambda: deviation_scores(lm, context, layer),
+                  "starts": lambda: start_scores(context), "random": lambda: random_scores(context)}[select]()
     chosen = select_tokens(scores, fraction) + p  # (S,) cache indices == positions
     recompute_in_place(lm, context, chosen)
     return context, int(chosen.numel())

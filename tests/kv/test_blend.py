@@ -119,3 +119,20 @@ def test_random_selection_is_a_seeded_control():
     assert_same_kv(kv(native), want)
     with pytest.raises(CagError, match="Unknown blend selection 'best'"):
         blend(lm, native, 0.4, select="best")
+
+
+def test_starts_selection_takes_the_first_tokens_of_every_chunk():
+    from cag.kv.blend import select_tokens, start_scores
+    lm = model("llama")
+    native, split = contexts(lm)
+    (a_start, a_end), (b_start, b_end) = split.chunk_spans
+    p = split.prefix_tokens
+    chosen = (select_tokens(start_scores(split), 6 / (split.length - p)) + p).tolist()
+    assert chosen == [a_start, a_start + 1, a_start + 2, b_start, b_start + 1, b_start + 2]
+    # an odd share: the extra token is the next one of the first chunk
+    chosen = (select_tokens(start_scores(split), 3 / (split.length - p)) + p).tolist()
+    assert chosen == [a_start, a_start + 1, b_start]
+    before = sum(float((a[1] - b[1]).pow(2).sum()) for a, b in zip(kv(split), kv(native)))
+    _, count = blend(lm, split, 0.25, select="starts")
+    after = sum(float((a[1] - b[1]).pow(2).sum()) for a, b in zip(kv(split), kv(native)))
+    assert count == -(-(split.length - p) // 4) and after < before

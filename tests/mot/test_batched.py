@@ -34,10 +34,11 @@ def _inputs(source, target):
 
 
 @pytest.mark.parametrize("target_family", ["qwen2", "gpt2", "gemma3", "opt", "llama"])
-@pytest.mark.parametrize("kind", ["mot", "single", "ridge"])
-def test_batched_path_matches_the_layer_loop(target_family, kind):
+@pytest.mark.parametrize("kind,attention_dim", [("mot", 0), ("single", 0), ("ridge", 0), ("mot", 16)])
+def test_batched_path_matches_the_layer_loop(target_family, kind, attention_dim):
     source, target = tiny_lm("llama", seed=1), tiny_lm(target_family, seed=2)
-    translator = Translator(make_spec(kind, source, target, experts=3, top_k=2))
+    translator = Translator(make_spec(kind, source, target, experts=3, top_k=2,
+                                      attention_dim=attention_dim, attention_heads=2))
     _randomize(translator, seed=5)
     chunk, weights, positions = _inputs(source, target)
     with torch.no_grad():

@@ -91,6 +91,34 @@ def test_train_on_cloze_continuations(tiny_models, text_corpus, tmp_path):
     assert result.exit_code == 1 and "another --data folder" in result.output
 
 
+def test_train_with_chunk_attention(tiny_models, text_corpus, tmp_path):
+    from safetensors.torch import load_file
+    out = tmp_path / "run"
+    args = train_args(tiny_models, text_corpus, out, kind="single", steps=3)
+    result = invoke(*args, "--attention-dim", 16, "--attention-heads", 2)
+    assert result.exit_code == 0, result.output
+    spec = json.loads((out / "translator.json").read_text())["spec"]
+    assert spec["attention_dim"] == 16 and spec["attention_heads"] == 2
+    weights = load_file(str(out / "translator.safetensors"))
+    outs = [v for k, v in weights.items() if k.endswith("attention.out.weight")]
+    assert len(outs) == len(spec["layer_map"])
+    assert all(w.abs().sum() > 0 for w in outs)  # trained away from its zero start
+    result = invoke(*train_args(tiny_models, text_corpus, tmp_path / "r", kind="ridge"), "--attention-dim", 16)
+    assert result.exit_code == 1 and "kind ridge is closed-form" in result.output
+
+
+def test_a_run_from_before_a_setting_existed_resumes(tiny_models, text_corpus, tmp_path):
+    out = tmp_path / "run"
+    assert invoke(*train_args(tiny_models, text_corpus, out, steps=2)).exit_code == 0
+    config = json.loads((out / "config.json").read_text())
+    del config["attention_dim"], config["attention_heads"]  # as written before chunk attention
+    (out / "config.json").write_text(json.dumps(config))
+    result = invoke(*train_args(tiny_models, text_corpus, out, steps=2))
+    assert result.exit_code == 0, result.output
+    result = invoke(*train_args(tiny_models, text_corpus, out, steps=2), "--attention-dim", 16)
+    assert result.exit_code == 1 and "another config" in result.output
+
+
 def test_bad_train_input(tiny_models, text_corpus, tmp_path):
     result = invoke(*train_args(tiny_models, text_corpus, tmp_path / "a", kind="linear"))
     assert result.exit_code == 1 and "Unknown translator kind 'linear'" in result.output
