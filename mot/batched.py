@@ -6,7 +6,8 @@ time needs neither gradients nor that loop:
 
     source K/V, all layers  -> (T_s, L_s * 2W)       W = source kv width; [K_l, V_l] per layer
     sparse alignment @      -> (T_t, L_s * 2W)       each target token overlaps 1-3 source tokens
-    gather paired layers    -> x (L_t, T_t, F)       F = pairs * 2W (+ position features)
+    gather paired layers    -> x (L_t, T_t, F)       F = pairs * 2W (+ position features, + target
+                                                     token embedding features: the same for every layer)
     chunk attention         -> x (L_t, T_t, F)       per layer, float32, when the translator has it
     stacked mixtures        -> y (2 L_t, T_t, D)     K mixtures of every layer, then V mixtures
 
@@ -22,7 +23,7 @@ counters), so a translator trained further in the same process never translates 
 import torch
 import torch.nn.functional as F
 
-from mot.features import position_features, unflatten_heads
+from mot.features import unflatten_heads
 from mot.mixture import Mixture
 
 
@@ -88,7 +89,7 @@ def _stacked(translator, dtype: torch.dtype) -> StackedMixtures:
 
 
 def aligned_inputs(translator, src_keys: list, src_values: list, weights: torch.Tensor,
-                   positions: torch.Tensor | None = None) -> torch.Tensor:
+                   positions: torch.Tensor | None = None, tokens: torch.Tensor | None = None) -> torch.Tensor:
     """(L_t, T_t, F): every target layer's input, as `Translator.layer_inputs` builds it one by one."""
     spec = translator.spec
     keys = torch.stack([k.float() for k in src_keys])  # (L_s, H, T_s, Dh)
@@ -100,20 +101,21 @@ def aligned_inputs(translator, src_keys: list, src_values: list, weights: torch.
     aligned = aligned.view(aligned.shape[0], layers_s, 2 * heads * dim)
     pairs = torch.as_tensor(spec.layer_map, dtype=torch.int64)  # (L_t, pairs)
     x = aligned[:, pairs].flatten(2).transpose(0, 1)  # (L_t, T_t, pairs * 2W)
-    if spec.position_dim:
-        pos = position_features(positions, spec.position_dim)  # (T_t, P)
-        x = torch.cat([x, pos[None].expand(x.shape[0], -1, -1)], dim=-1)
+    shared = translator.shared_inputs(positions, tokens, x.device)  # (T_t, P + E) or None
+    if shared is not None:
+        x = torch.cat([x, shared[None].expand(x.shape[0], -1, -1)], dim=-1)
     return x
 
 
 @torch.no_grad()
 def translate_layers(translator, src_keys: list, src_values: list, weights: torch.Tensor,
-                     positions: torch.Tensor | None = None, dtype: torch.dtype | None = None) -> tuple[list, list]:
+                     positions: torch.Tensor | None = None, dtype: torch.dtype | None = None,
+                     tokens: torch.Tensor | None = None) -> tuple[list, list]:
     """Target per-layer K, V (kv_heads_t, T_t, head_dim_t) in float32: `Translator.forward` without
     the loop, computed in `dtype` (default: `fast_dtype` of the translator's device)."""
     device = translator.layers[0].k.base.weight.device
     dtype = dtype or fast_dtype(device)
-    x = aligned_inputs(translator, src_keys, src_values, weights, positions)  # (L_t, T_t, F) float32
+    x = aligned_inputs(translator, src_keys, src_values, weights, positions, tokens)  # (L_t, T_t, F) float32
     x = x.to(device)
     if translator.spec.attention_dim:
         x = torch.stack([layer.mixed(x[i]) for i, layer in enumerate(translator.layers)])

@@ -41,9 +41,11 @@ class RidgeFit:
 
     @torch.no_grad()
     def add(self, src_keys: list, src_values: list, weights: torch.Tensor, tgt_keys: list,
-            tgt_values: list, positions: torch.Tensor | None = None) -> None:
-        """One chunk: source K/V lists, alignment (T_t, T_s), native target K/V lists."""
-        inputs = self.translator.layer_inputs(src_keys, src_values, weights, positions)
+            tgt_values: list, positions: torch.Tensor | None = None,
+            tokens: torch.Tensor | None = None) -> None:
+        """One chunk: source K/V lists, alignment (T_t, T_s), native target K/V lists (and the
+        chunk's target token features when the translator reads them)."""
+        inputs = self.translator.layer_inputs(src_keys, src_values, weights, positions, tokens)
         for layer, x in enumerate(inputs):
             self.k[layer].add(x, flatten_heads(tgt_keys[layer].float()))
             v = flatten_heads(tgt_values[layer].float()).cpu().double()

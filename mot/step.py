@@ -7,6 +7,7 @@ import torch
 from mot.alignment import align
 from mot.injection import full_cache, prefix_cache, window_cache
 from mot.losses import layers_nmse, top1_agreement, topk_kl
+from mot.token_features import embedding_table, token_features
 
 
 @dataclass
@@ -26,15 +27,29 @@ def chunk_weights(chunk) -> tuple[torch.Tensor, int]:
     return chunk._alignment.weights, chunk._alignment.nearest
 
 
-def translate_window(translator, window, prefix_len: int):
-    """Translated K/V (H, T_ctx, D) per target layer for the window's chunks laid out after the prefix."""
+def chunk_tokens(translator, lm, chunk) -> torch.Tensor | None:
+    """The target token features (T_t, count * H) of a prepared chunk when the translator reads
+    them (mot/token_features.py), computed once per count and kept on it; else None."""
+    count = translator.spec.target_embeddings
+    if not count:
+        return None
+    cached = getattr(chunk, "_tokens", None)
+    if cached is None or cached[0] != count:
+        chunk._tokens = (count, token_features(embedding_table(lm), chunk.tgt_ids, count))
+    return chunk._tokens[1]
+
+
+def translate_window(translator, window, prefix_len: int, lm=None):
+    """Translated K/V (H, T_ctx, D) per target layer for the window's chunks laid out after the
+    prefix (`lm`, the target, is needed by translators that read its token embeddings)."""
     keys, values, rec, balance, misaligned = [], [], 0.0, 0.0, 0
     pos = prefix_len
     for chunk in window.chunks:
         weights, nearest = chunk_weights(chunk)
         misaligned += nearest
         positions = torch.arange(pos, pos + chunk.tgt_ids.numel())
-        k, v, b = translator(chunk.src_keys, chunk.src_values, weights, positions)
+        k, v, b = translator(chunk.src_keys, chunk.src_values, weights, positions,
+                             chunk_tokens(translator, lm, chunk))
         rec = rec + 0.5 * (layers_nmse(k, chunk.tgt_keys) + layers_nmse(v, chunk.tgt_values))
         balance = balance + b
         keys.append(k)
@@ -68,7 +83,7 @@ def run_window(translator, lm, prefix_kv, prefix_len: int, window, mode: str = "
         rec = balance = zero
         misaligned = 0
     else:
-        keys, values, rec, balance, misaligned = translate_window(translator, window, prefix_len)
+        keys, values, rec, balance, misaligned = translate_window(translator, window, prefix_len, lm)
     ctx = keys[0].shape[1]
     start = prefix_len + ctx
     if mode == "full":

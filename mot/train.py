@@ -32,7 +32,7 @@ from cag.prompt import prompt_layout
 from mot.checkpoint import save_translator
 from mot.data import CONTINUATIONS, load_window, make_windows, prepare_window, read_paragraphs, save_window
 from mot.ridge import RidgeFit
-from mot.step import chunk_weights, run_window
+from mot.step import chunk_tokens, chunk_weights, run_window
 from mot.translator import Translator, check_attention, make_spec
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,7 @@ class TrainConfig:
     router_hidden: int = 32
     attention_dim: int = 0  # > 0: chunk attention (both ways) in front of each layer's mixtures
     attention_heads: int = 4
+    target_embeddings: int = 0  # > 0: the target's embeddings of each token and the ones before it
     pairs_per_layer: int = 2
     windows: int = 256
     heldout_windows: int = 32
@@ -131,11 +132,11 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> Path:
                         target, s_prefix, t_prefix, progress, seed=cfg.seed + 1)
     prepare_seconds = time.perf_counter() - prepare_started  # ~0 when the windows were prepared before
     spec = make_spec(cfg.kind, source, target, cfg.pairs_per_layer, cfg.experts, cfg.top_k, cfg.rank,
-                     cfg.router_hidden, cfg.attention_dim, cfg.attention_heads)
+                     cfg.router_hidden, cfg.attention_dim, cfg.attention_heads, cfg.target_embeddings)
     translator = Translator(spec).to(cfg.device)
     prefix_kv = run_prefill(target.model, torch.tensor(t_prefix), torch.arange(len(t_prefix))) if t_prefix else None
     started = time.perf_counter()
-    ridge = _fit_ridge(translator, train_set, len(t_prefix), cfg, progress)
+    ridge = _fit_ridge(translator, target, train_set, len(t_prefix), cfg, progress)
     log.info("ridge fit on %d tokens in %.1f s", ridge["tokens"], time.perf_counter() - started)
     ridge["seconds"] = time.perf_counter() - started
     metrics_path = run / "metrics.jsonl"
@@ -222,7 +223,7 @@ def _prepared(folder: Path, corpus: list, count: int, cfg: TrainConfig, source, 
     return windows
 
 
-def _fit_ridge(translator, windows: list, prefix_len: int, cfg: TrainConfig, progress) -> dict:
+def _fit_ridge(translator, target, windows: list, prefix_len: int, cfg: TrainConfig, progress) -> dict:
     fit = RidgeFit(translator)
     progress.phase("ridge fit", len(windows))
     for window in windows:
@@ -230,7 +231,8 @@ def _fit_ridge(translator, windows: list, prefix_len: int, cfg: TrainConfig, pro
         for chunk in window.chunks:
             weights, _ = chunk_weights(chunk)
             positions = torch.arange(pos, pos + chunk.tgt_ids.numel())
-            fit.add(chunk.src_keys, chunk.src_values, weights, chunk.tgt_keys, chunk.tgt_values, positions)
+            fit.add(chunk.src_keys, chunk.src_values, weights, chunk.tgt_keys, chunk.tgt_values, positions,
+                    chunk_tokens(translator, target, chunk))
             pos += chunk.tgt_ids.numel()
         progress.advance()
     return fit.solve(cfg.ridge_lambda)

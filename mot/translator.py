@@ -3,6 +3,7 @@
     source chunk (encoder K/V, token offsets, text)
       -> target tokenization of the same text, alignment weights (T_t, T_s)
       -> per target layer l: x = W @ [K, V of source layers paired with l] (+ target position)
+         (+ the target's own embeddings of the token and the ones before it: mot/token_features.py)
       -> (attention_dim > 0) x = x + chunk attention over x, both ways (mot/chunk_attention.py)
       -> K_l = mixture_k[l](x), V_l = mixture_v[l](x)   (T_t, kv_heads_t * head_dim_t)
       -> a ChunkCache in the target's space (rotary targets: position-free keys; the target's own
@@ -24,6 +25,7 @@ from mot.chunk_attention import ChunkAttention
 from mot.features import feature_dim, layer_features, position_features, unflatten_heads
 from mot.layer_map import pair_layers
 from mot.mixture import KINDS, Mixture
+from mot.token_features import embedding_table, token_features
 
 CHECKPOINT_FORMAT = 1
 
@@ -67,13 +69,16 @@ class TranslatorSpec:
     position_dim: int = 0  # > 0 for absolute-position targets (GPT-2, OPT)
     attention_dim: int = 0  # > 0: per target layer, attention over the chunk before the mixtures
     attention_heads: int = 4
+    target_embeddings: int = 0  # > 0: the target's embeddings of each token and the ones before it
+    embedding_dim: int = 0  # the target's embedding width (set with target_embeddings)
     training: dict = field(default_factory=dict)
     metrics: dict = field(default_factory=dict)  # held-out diagnostics, QA retention
     format_version: int = CHECKPOINT_FORMAT
 
     @property
     def in_dim(self) -> int:
-        return feature_dim(self.source.kv_width, len(self.layer_map[0]), self.position_dim)
+        return (feature_dim(self.source.kv_width, len(self.layer_map[0]), self.position_dim)
+                + self.target_embeddings * self.embedding_dim)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -87,17 +92,20 @@ class TranslatorSpec:
 
 def make_spec(kind: str, source_lm, target_lm, pairs_per_layer: int = 2, experts: int = 4,
               top_k: int = 2, rank: int = 24, router_hidden: int = 32, attention_dim: int = 0,
-              attention_heads: int = 4) -> TranslatorSpec:
+              attention_heads: int = 4, target_embeddings: int = 0) -> TranslatorSpec:
     if kind not in KINDS:
         raise CagError(f"Unknown translator kind {kind!r}; choose one of {', '.join(KINDS)}.")
     if experts < 1 or not 1 <= top_k <= experts:
         raise CagError(f"Need experts >= 1 and 1 <= top-k <= experts (got {experts}, {top_k}).")
     check_attention(kind, attention_dim, attention_heads)
+    if target_embeddings < 0:
+        raise CagError(f"Need --target-embeddings >= 0 (got {target_embeddings}).")
     source, target = ModelSide.of(source_lm), ModelSide.of(target_lm)
     layer_map = pair_layers(source.num_layers, target.num_layers, pairs_per_layer)
     return TranslatorSpec(kind, source, target, layer_map, experts, top_k, rank, router_hidden,
                           position_dim=0 if target.is_rotary else 32, attention_dim=attention_dim,
-                          attention_heads=attention_heads)
+                          attention_heads=attention_heads, target_embeddings=target_embeddings,
+                          embedding_dim=embedding_table(target_lm).shape[1] if target_embeddings else 0)
 
 
 def check_attention(kind: str, dim: int, heads: int) -> None:
@@ -148,29 +156,46 @@ class Translator(nn.Module):
             identity = {k: v for k, v in self.spec.to_dict().items() if k not in ("metrics", "training")}
             if not identity["attention_dim"]:  # translators made before chunk attention keep their fingerprint
                 del identity["attention_dim"], identity["attention_heads"]
+            if not identity["target_embeddings"]:  # (and before token embeddings)
+                del identity["target_embeddings"], identity["embedding_dim"]
             self._fingerprint = sha256_hex(json.dumps(identity, sort_keys=True).encode()
                                            + tensors_digest(self).encode())
         return self._fingerprint
 
-    def layer_inputs(self, src_keys: list, src_values: list, weights: torch.Tensor,
-                     positions: torch.Tensor | None = None) -> list[torch.Tensor]:
-        """Per target layer (T_t, F): aligned source features (+ target position features)."""
-        inputs = []
-        pos = None
-        weights = weights.to(self.layers[0].k.base.weight.device)
+    def shared_inputs(self, positions: torch.Tensor | None, tokens: torch.Tensor | None,
+                      device) -> torch.Tensor | None:
+        """(T_t, P + E) features every target layer reads alike: target position features and the
+        target's token embedding features (`tokens`, from mot.token_features); None if neither."""
+        parts = []
         if self.spec.position_dim:
-            pos = position_features(positions, self.spec.position_dim).to(weights.device)
+            parts.append(position_features(positions, self.spec.position_dim))
+        if self.spec.target_embeddings:
+            if tokens is None or tokens.shape[-1] != self.spec.target_embeddings * self.spec.embedding_dim:
+                raise CagError("This translator reads the target's token embeddings: pass "
+                               "mot.token_features of the chunk's target token ids.")
+            parts.append(tokens.float())
+        return torch.cat([p.to(device) for p in parts], dim=-1) if parts else None
+
+    def layer_inputs(self, src_keys: list, src_values: list, weights: torch.Tensor,
+                     positions: torch.Tensor | None = None,
+                     tokens: torch.Tensor | None = None) -> list[torch.Tensor]:
+        """Per target layer (T_t, F): aligned source features (+ target position features, + the
+        target's token embedding features)."""
+        inputs = []
+        weights = weights.to(self.layers[0].k.base.weight.device)
+        shared = self.shared_inputs(positions, tokens, weights.device)
         for source_layers in self.spec.layer_map:
             x = weights @ layer_features(src_keys, src_values, source_layers).to(weights.device)  # (T_t, F)
-            inputs.append(torch.cat([x, pos], dim=-1) if pos is not None else x)
+            inputs.append(torch.cat([x, shared], dim=-1) if shared is not None else x)
         return inputs
 
     def forward(self, src_keys: list, src_values: list, weights: torch.Tensor,
-                positions: torch.Tensor | None = None) -> tuple[list, list, torch.Tensor]:
+                positions: torch.Tensor | None = None,
+                tokens: torch.Tensor | None = None) -> tuple[list, list, torch.Tensor]:
         """Target per-layer K, V (kv_heads_t, T_t, head_dim_t) and the summed router balance loss."""
         heads = self.spec.target.geometry["kv_heads"]
         keys, values, balance = [], [], weights.new_zeros(())
-        for layer, x in zip(self.layers, self.layer_inputs(src_keys, src_values, weights, positions)):
+        for layer, x in zip(self.layers, self.layer_inputs(src_keys, src_values, weights, positions, tokens)):
             x = layer.mixed(x)
             k, aux_k = layer.k(x)
             v, aux_v = layer.v(x)
@@ -205,7 +230,9 @@ def translate_chunk(translator: Translator, chunk: ChunkCache, target_lm, target
     prefix = torch.as_tensor(list(target_prefix), dtype=torch.int64)
     start = prefix.numel() if position_start is None else int(position_start)
     positions = torch.arange(start, start + t_ids.numel())
-    keys, values = translate_layers(translator, chunk.keys, chunk.values, weights, positions)
+    tokens = (token_features(embedding_table(target_lm), t_ids, translator.spec.target_embeddings)
+              if translator.spec.target_embeddings else None)
+    keys, values = translate_layers(translator, chunk.keys, chunk.values, weights, positions, tokens=tokens)
     meta = chunk_meta(target_lm, start, prefix, chunk.text, chunk.meta.doc_id, chunk.meta.chunk_index)
     return ChunkCache([k.contiguous() for k in keys], [v.contiguous() for v in values], t_ids,
                       t_offsets, meta, chunk.text)

@@ -8,6 +8,7 @@ from cag.prompt import prompt_layout
 from cag.testing import tiny_lm
 from mot.alignment import align
 from mot.batched import translate_layers
+from mot.token_features import embedding_table, token_features
 from mot.translator import Translator, make_spec
 
 TEXT = "The European lobster may grow to 60 cm. It is blue in life and red after cooking."
@@ -34,16 +35,21 @@ def _inputs(source, target):
 
 
 @pytest.mark.parametrize("target_family", ["qwen2", "gpt2", "gemma3", "opt", "llama"])
-@pytest.mark.parametrize("kind,attention_dim", [("mot", 0), ("single", 0), ("ridge", 0), ("mot", 16)])
-def test_batched_path_matches_the_layer_loop(target_family, kind, attention_dim):
+@pytest.mark.parametrize("kind,attention_dim,embeddings", [("mot", 0, 0), ("single", 0, 0), ("ridge", 0, 0),
+                                                           ("mot", 16, 0), ("mot", 0, 2)])
+def test_batched_path_matches_the_layer_loop(target_family, kind, attention_dim, embeddings):
     source, target = tiny_lm("llama", seed=1), tiny_lm(target_family, seed=2)
     translator = Translator(make_spec(kind, source, target, experts=3, top_k=2,
-                                      attention_dim=attention_dim, attention_heads=2))
+                                      attention_dim=attention_dim, attention_heads=2,
+                                      target_embeddings=embeddings))
     _randomize(translator, seed=5)
     chunk, weights, positions = _inputs(source, target)
+    ids, _ = tokenize_chunk(target.tokenizer, TEXT)
+    tokens = token_features(embedding_table(target), ids, embeddings) if embeddings else None
     with torch.no_grad():
-        want_k, want_v, _ = translator(chunk.keys, chunk.values, weights, positions)
-    got_k, got_v = translate_layers(translator, chunk.keys, chunk.values, weights, positions, torch.float32)
+        want_k, want_v, _ = translator(chunk.keys, chunk.values, weights, positions, tokens)
+    got_k, got_v = translate_layers(translator, chunk.keys, chunk.values, weights, positions, torch.float32,
+                                    tokens=tokens)
     assert len(got_k) == len(want_k) == target.geometry.num_layers
     for got, want in zip(got_k + got_v, want_k + want_v):
         assert got.shape == want.shape

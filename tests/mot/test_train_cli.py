@@ -107,6 +107,20 @@ def test_train_with_chunk_attention(tiny_models, text_corpus, tmp_path):
     assert result.exit_code == 1 and "kind ridge is closed-form" in result.output
 
 
+def test_train_with_target_embeddings_and_ask_with_them(tiny_models, text_corpus, corpus, tmp_path, cag_home):
+    out = tmp_path / "run"
+    result = invoke(*train_args(tiny_models, text_corpus, out, kind="mot", steps=3), "--target-embeddings", 2)
+    assert result.exit_code == 0, result.output
+    spec = json.loads((out / "translator.json").read_text())["spec"]
+    assert spec["target_embeddings"] == 2 and spec["embedding_dim"] > 0
+    assert json.loads((out / "config.json").read_text())["target_embeddings"] == 2
+    store = tmp_path / "store"
+    assert invoke("ingest", corpus, "--store", store, "--encoder", tiny_models["encoder"],
+                  "--chunk-tokens", 32).exit_code == 0
+    answer = ask_json(store, tiny_models, "--mode", "translated")  # the installed translator reads them
+    assert answer["mode"] == "translated" and answer["timings_ms"]["translate"] > 0
+
+
 def test_a_run_from_before_a_setting_existed_resumes(tiny_models, text_corpus, tmp_path):
     out = tmp_path / "run"
     assert invoke(*train_args(tiny_models, text_corpus, out, steps=2)).exit_code == 0
