@@ -4,6 +4,12 @@ Per target layer, with X the aligned source features and Y the native target K (
 V over all training tokens:
     W = (Cxx + lam * mean(diag Cxx) * I)^-1 Cxy,  b = mean(Y) - mean(X) W
 on centered second moments accumulated in float64, so any number of windows fits in memory.
+
+A layer's features are its own aligned source features (F_s) beside features every layer shares
+(F_h: target positions, target token embeddings). Their block of X^T X is the same for every layer,
+so it is accumulated once:
+
+    X_l = [S_l | H]      X_l^T X_l = [[S_l^T S_l, S_l^T H], [H^T S_l, H^T H]]
 """
 
 import torch
@@ -11,21 +17,8 @@ import torch
 from mot.features import flatten_heads
 
 
-class _Moments:
-    def __init__(self, in_dim: int, out_dim: int):
-        self.n = 0
-        self.sx = torch.zeros(in_dim, dtype=torch.float64)
-        self.sxx = torch.zeros(in_dim, in_dim, dtype=torch.float64)
-        self.sy = torch.zeros(out_dim, dtype=torch.float64)
-        self.sxy = torch.zeros(in_dim, out_dim, dtype=torch.float64)
-
-    def add(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        x, y = x.detach().cpu().double(), y.detach().cpu().double()  # moments live on the CPU
-        self.n += x.shape[0]
-        self.sx += x.sum(0)
-        self.sxx += x.T @ x
-        self.sy += y.sum(0)
-        self.sxy += x.T @ y
+def _double(x: torch.Tensor) -> torch.Tensor:
+    return x.detach().cpu().double()  # moments live on the CPU
 
 
 class RidgeFit:
@@ -33,11 +26,17 @@ class RidgeFit:
 
     def __init__(self, translator):
         self.translator = translator
-        in_dim, out_dim = translator.spec.in_dim, translator.spec.target.kv_width
-        layers = len(translator.layers)
-        self.k = [_Moments(in_dim, out_dim) for _ in range(layers)]
-        self.v_sy = [torch.zeros(out_dim, dtype=torch.float64) for _ in range(layers)]
-        self.v_sxy = [torch.zeros(in_dim, out_dim, dtype=torch.float64) for _ in range(layers)]
+        spec = translator.spec
+        out_dim, layers = spec.target.kv_width, len(translator.layers)
+        own = spec.in_dim - spec.shared_dim
+        zeros = lambda *shape: torch.zeros(*shape, dtype=torch.float64)
+        self.n = 0
+        self.s, self.ss = [zeros(own) for _ in range(layers)], [zeros(own, own) for _ in range(layers)]
+        self.sh = [zeros(own, spec.shared_dim) for _ in range(layers)]
+        self.h, self.hh = zeros(spec.shared_dim), zeros(spec.shared_dim, spec.shared_dim)
+        # per layer, for K and V: sum of Y and X^T Y
+        self.sy = {name: [zeros(out_dim) for _ in range(layers)] for name in "kv"}
+        self.sxy = {name: [zeros(spec.in_dim, out_dim) for _ in range(layers)] for name in "kv"}
 
     @torch.no_grad()
     def add(self, src_keys: list, src_values: list, weights: torch.Tensor, tgt_keys: list,
@@ -45,30 +44,45 @@ class RidgeFit:
             tokens: torch.Tensor | None = None) -> None:
         """One chunk: source K/V lists, alignment (T_t, T_s), native target K/V lists (and the
         chunk's target token features when the translator reads them)."""
-        inputs = self.translator.layer_inputs(src_keys, src_values, weights, positions, tokens)
-        for layer, x in enumerate(inputs):
-            self.k[layer].add(x, flatten_heads(tgt_keys[layer].float()))
-            v = flatten_heads(tgt_values[layer].float()).cpu().double()
-            self.v_sy[layer] += v.sum(0)
-            self.v_sxy[layer] += x.cpu().double().T @ v
+        own, shared = self.translator.layer_parts(src_keys, src_values, weights, positions, tokens)
+        h = _double(shared) if shared is not None else torch.zeros(own[0].shape[0], 0, dtype=torch.float64)
+        self.n += h.shape[0]
+        self.h += h.sum(0)
+        self.hh += h.T @ h
+        for layer, s in enumerate(own):
+            s = _double(s)  # (T, F_s)
+            self.s[layer] += s.sum(0)
+            self.ss[layer] += s.T @ s
+            self.sh[layer] += s.T @ h
+            x = torch.cat([s, h], dim=-1)  # (T, F)
+            for name, kv in (("k", tgt_keys[layer]), ("v", tgt_values[layer])):
+                y = _double(flatten_heads(kv.float()))  # (T, D)
+                self.sy[name][layer] += y.sum(0)
+                self.sxy[name][layer] += x.T @ y
+
+    def _moments(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(F,) sum and (F, F) X^T X of one layer's features."""
+        sh = self.sh[layer]
+        sxx = torch.cat([torch.cat([self.ss[layer], sh], 1), torch.cat([sh.T, self.hh], 1)], 0)
+        return torch.cat([self.s[layer], self.h]), sxx
 
     @torch.no_grad()
     def solve(self, lam: float = 1e-2) -> dict:
         """Set every mixture's base (and input normalization); per-layer training R^2 is not
         computed here (see diagnostics)."""
         for layer, mod in enumerate(self.translator.layers):
-            m = self.k[layer]
-            mean_x = m.sx / m.n
-            cxx = m.sxx / m.n - torch.outer(mean_x, mean_x)
+            sx, sxx = self._moments(layer)
+            mean_x = sx / self.n
+            cxx = sxx / self.n - torch.outer(mean_x, mean_x)
             reg = lam * cxx.diagonal().mean().clamp(min=1e-12)
             inv = torch.linalg.inv(cxx + reg * torch.eye(cxx.shape[0], dtype=cxx.dtype))
             std = cxx.diagonal().clamp(min=1e-12).sqrt()
-            for mixture, sy, sxy in ((mod.k, m.sy, m.sxy), (mod.v, self.v_sy[layer], self.v_sxy[layer])):
-                mean_y = sy / m.n
-                cxy = sxy / m.n - torch.outer(mean_x, mean_y)
+            for name, mixture in (("k", mod.k), ("v", mod.v)):
+                mean_y = self.sy[name][layer] / self.n
+                cxy = self.sxy[name][layer] / self.n - torch.outer(mean_x, mean_y)
                 w = inv @ cxy  # (F, D)
                 mixture.base.weight.copy_(w.T.float())
                 mixture.base.bias.copy_((mean_y - mean_x @ w).float())
                 mixture.mean.copy_(mean_x.float())
                 mixture.scale.copy_(std.float())
-        return {"tokens": self.k[0].n, "lambda": lam}
+        return {"tokens": self.n, "lambda": lam}

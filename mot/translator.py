@@ -76,9 +76,13 @@ class TranslatorSpec:
     format_version: int = CHECKPOINT_FORMAT
 
     @property
+    def shared_dim(self) -> int:
+        """Width of the features every target layer reads alike (positions, token embeddings)."""
+        return self.position_dim + self.target_embeddings * self.embedding_dim
+
+    @property
     def in_dim(self) -> int:
-        return (feature_dim(self.source.kv_width, len(self.layer_map[0]), self.position_dim)
-                + self.target_embeddings * self.embedding_dim)
+        return feature_dim(self.source.kv_width, len(self.layer_map[0]), 0) + self.shared_dim
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -176,18 +180,23 @@ class Translator(nn.Module):
             parts.append(tokens.float())
         return torch.cat([p.to(device) for p in parts], dim=-1) if parts else None
 
+    def layer_parts(self, src_keys: list, src_values: list, weights: torch.Tensor,
+                    positions: torch.Tensor | None = None,
+                    tokens: torch.Tensor | None = None) -> tuple[list, torch.Tensor | None]:
+        """Per target layer (T_t, F_s) aligned source features, and the (T_t, F - F_s) features
+        every layer shares (or None): a layer's input is the two side by side."""
+        weights = weights.to(self.layers[0].k.base.weight.device)
+        own = [weights @ layer_features(src_keys, src_values, source_layers).to(weights.device)
+               for source_layers in self.spec.layer_map]  # (T_t, F_s) each
+        return own, self.shared_inputs(positions, tokens, weights.device)
+
     def layer_inputs(self, src_keys: list, src_values: list, weights: torch.Tensor,
                      positions: torch.Tensor | None = None,
                      tokens: torch.Tensor | None = None) -> list[torch.Tensor]:
         """Per target layer (T_t, F): aligned source features (+ target position features, + the
         target's token embedding features)."""
-        inputs = []
-        weights = weights.to(self.layers[0].k.base.weight.device)
-        shared = self.shared_inputs(positions, tokens, weights.device)
-        for source_layers in self.spec.layer_map:
-            x = weights @ layer_features(src_keys, src_values, source_layers).to(weights.device)  # (T_t, F)
-            inputs.append(torch.cat([x, shared], dim=-1) if shared is not None else x)
-        return inputs
+        own, shared = self.layer_parts(src_keys, src_values, weights, positions, tokens)
+        return [torch.cat([x, shared], dim=-1) if shared is not None else x for x in own]
 
     def forward(self, src_keys: list, src_values: list, weights: torch.Tensor,
                 positions: torch.Tensor | None = None,
