@@ -105,7 +105,7 @@ def ask(question: str, store_dir: Path | None = None, model: str = DEFAULT_GENER
                "load": 0.0, "translate": 0.0, "assemble": 0.0}
     q_ids = layout.question_ids(lm.tokenizer, question)
     context, lead_ids, context_tokens = build_context(chosen, store, lm, layout, ordered, timings, blend=blend,
-                                                      blend_select=blend_select)
+                                                      blend_select=blend_select, question_ids=q_ids)
     generation_start = time.perf_counter()
     generation = greedy_generate(lm, lead_ids + q_ids, context, max_new_tokens, on_token)
     timings["prefill"] = generation.prefill_seconds * 1e3
@@ -145,11 +145,12 @@ def _choose_mode(mode: str, store: Store, lm, layout, retrieval, min_retention=N
 
 def build_context(mode: str, store: Store, lm, layout, ordered: list, timings: dict, window=None,
                   blend: float = DEFAULT_BLEND, blend_select: str = DEFAULT_BLEND_SELECT,
-                  keep_translated: bool = True):
+                  keep_translated: bool = True, question_ids=None):
     """The context for `ordered` chunk rows (assembly order) in `mode`: (AssembledContext or None,
     ids the generator prefills before the question, context tokens). Fills timings' load/assemble.
     `window`: [start, end) layers for translated-window (default: the translator's); `blend`: the
-    share of context tokens the *-blend modes recompute, chosen by `blend_select` (cag.kv.blend);
+    share of context tokens the *-blend modes recompute, chosen by `blend_select` (cag.kv.blend;
+    "query" reads `question_ids`, the question as the generator will read it after the context);
     `keep_translated`: store chunk translations for reuse (False: translate, use, forget)."""
     if mode.endswith("-blend"):
         from cag.kv.blend import blend as recompute
@@ -157,7 +158,7 @@ def build_context(mode: str, store: Store, lm, layout, ordered: list, timings: d
                                               keep_translated=keep_translated)
         t0 = time.perf_counter()
         if context is not None:
-            recompute(lm, context, blend, blend_select)
+            recompute(lm, context, blend, blend_select, question_ids=question_ids)
         timings["blend"] = (time.perf_counter() - t0) * 1e3
         return context, lead, tokens
     tokenizer = lm.tokenizer

@@ -25,10 +25,11 @@ def ask_command(
              "of layers and lets the generator replay the context for the others; the -blend modes "
              "let the generator recompute a share (--blend) of the context tokens.")] = "auto",
     blend: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of context tokens the -blend modes "
-                                         "recompute (those whose stored K/V deviate most).")] = DEFAULT_BLEND,
+                                         "recompute (chosen by --blend-select).")] = DEFAULT_BLEND,
     blend_select: Annotated[str, typer.Option(help="Which tokens the -blend modes recompute: deviation "
                                               "(largest K/V deviation at layer 1), starts (the first "
-                                              "tokens of every chunk) or random.")] = DEFAULT_BLEND_SELECT,
+                                              "tokens of every chunk), random, or query (the tokens "
+                                              "the question attends to most).")] = DEFAULT_BLEND_SELECT,
     min_retention: Annotated[float, typer.Option(
         help="Quality gate for --mode auto: use a translator only if its recorded QA retention "
              "(score / direct score) is at least this.")] = 0.6,

@@ -48,7 +48,8 @@ def eval_command(
                                          "the generator recomputes.")] = DEFAULT_BLEND,
     blend_select: Annotated[str, typer.Option(help="-blend modes: deviation (tokens whose stored K/V "
                                               "deviate most at layer 1), starts (the first tokens "
-                                              "of every chunk) or random.")] = DEFAULT_BLEND_SELECT,
+                                              "of every chunk), random, or query (the tokens the "
+                                              "question attends to most).")] = DEFAULT_BLEND_SELECT,
     limit: Annotated[int | None, typer.Option(min=1, help="Examples to sample (default: all).")] = None,
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
     top_k: Annotated[int, typer.Option(min=1, help="multi_doc: paragraphs retrieved.")] = 3,

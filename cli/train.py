@@ -53,6 +53,9 @@ def train_command(
                                                            "layer's mixtures (0: none; kinds mot and "
                                                            "single).")] = 0,
     attention_heads: Annotated[int, typer.Option(min=1, help="Heads of that attention.")] = 4,
+    source_layers: Annotated[int, typer.Option(min=1, help="Source layers each target layer reads (the "
+                                                           "ones nearest in relative depth; their K "
+                                                           "and V).")] = 2,
     target_embeddings: Annotated[int, typer.Option(min=0, help="Give every layer's translator the "
                                                                "target's own input embeddings of each "
                                                                "token and of the N-1 tokens before it "
@@ -108,7 +111,7 @@ def train_command(
                       heldout_corpus=[str(p) for p in heldout], kind=kind, mode=mode,
                       window=parse_layer_window(window), experts=experts, top_k=top_k, rank=rank,
                       attention_dim=attention_dim, attention_heads=attention_heads,
-                      target_embeddings=target_embeddings,
+                      target_embeddings=target_embeddings, pairs_per_layer=source_layers,
                       windows=windows, heldout_windows=heldout_windows, chunk_tokens=chunk_tokens,
                       chunks=chunks, continuation_tokens=continuation_tokens, continuation=continuation,
                       answer_tokens=answer_tokens, steps=steps, batch=batch,

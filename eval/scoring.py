@@ -20,9 +20,9 @@ def evaluate_example(task: str, mode: str, example: dict, rows: list, store, lm,
     """A predictions.jsonl record for `example` answered in `mode` from chunk `rows` (assembly order)."""
     start = time.perf_counter()
     timings = {"load": 0.0, "assemble": 0.0}
-    context, lead, context_tokens = build_context(mode, store, lm, layout, rows, timings, window, blend,
-                                                  blend_select, keep_translated)
     q_ids = layout.question_ids(lm.tokenizer, example["question"])
+    context, lead, context_tokens = build_context(mode, store, lm, layout, rows, timings, window, blend,
+                                                  blend_select, keep_translated, question_ids=q_ids)
     if task in GENERATIVE:
         begin = time.perf_counter()
         generation = greedy_generate(lm, lead + q_ids, context, max_new_tokens)

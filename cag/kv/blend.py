@@ -26,7 +26,7 @@ from cag.errors import CagError
 from cag.kv.assemble import AssembledContext, native_prefix_kv
 
 SELECT_LAYER = 1  # CacheBlend's choice: layer 0's K/V hold no context, layer 1's already do
-SELECTIONS = ("deviation", "starts", "random")
+SELECTIONS = ("deviation", "starts", "random", "query")
 
 
 class _Stop(Exception):
@@ -91,6 +91,41 @@ def deviation_scores(lm, context: AssembledContext, layer: int = SELECT_LAYER) -
     return distance(k, own_k) + distance(v, own_v)
 
 
+@torch.no_grad()
+def query_scores(lm, context: AssembledContext, question_ids) -> torch.Tensor:
+    """(T,) per context token: the attention the question's tokens pay it with the generator reading
+    the question right after the stored context, summed over layers, heads and question tokens.
+    Attention weights need the eager implementation for this one forward; the cache is cropped
+    back to the context afterwards."""
+    from mot.diagnostics import decoder_layers
+    ids = torch.as_tensor(list(question_ids), dtype=torch.int64)
+    if ids.numel() == 0:
+        raise CagError("Blend selection 'query' needs the question's tokens.")
+    p, length, model = context.prefix_tokens, context.length, lm.model
+    scores = torch.zeros(length - p, dtype=torch.float32)
+
+    def record(module, args, output):
+        weights = output[1]  # (1, H, q, length + q)
+        scores.add_(weights[0, :, :, p:length].float().sum((0, 1)).cpu())
+
+    attention = [getattr(layer, "self_attn", None) or layer.attn for layer in decoder_layers(model)]
+    hooks = [module.register_forward_hook(record) for module in attention]
+    implementation = model.config._attn_implementation
+    model.set_attn_implementation("eager")
+    try:
+        positions = torch.arange(length, length + ids.numel(), device=lm.device)[None]
+        model(input_ids=ids[None].to(lm.device), position_ids=positions, cache=context.cache, use_cache=True,
+              logits_to_keep=1)
+    finally:
+        model.set_attn_implementation(implementation)
+        for hook in hooks:
+            hook.remove()
+        added = context.cache.get_seq_length() - length
+        if added > 0:
+            context.cache.crop(-added)
+    return scores
+
+
 def select_tokens(scores: torch.Tensor, fraction: float) -> torch.Tensor:
     """Indices (sorted) of the ceil(fraction * T) highest-scoring tokens."""
     count = min(scores.numel(), math.ceil(fraction * scores.numel()))
@@ -118,8 +153,9 @@ def start_scores(context: AssembledContext) -> torch.Tensor:
 
 @torch.no_grad()
 def blend(lm, context: AssembledContext, fraction: float, select: str = DEFAULT_BLEND_SELECT,
-          layer: int = SELECT_LAYER) -> tuple[AssembledContext, int]:
-    """Recompute `fraction` of the context tokens in place; (the context, tokens recomputed)."""
+          layer: int = SELECT_LAYER, question_ids=None) -> tuple[AssembledContext, int]:
+    """Recompute `fraction` of the context tokens in place; (the context, tokens recomputed).
+    `question_ids`: what the generator will read after the context (selection "query")."""
     check_blend_options(fraction, select)
     check_blendable(lm, context.length)
     p, total = context.prefix_tokens, context.length
@@ -129,7 +165,8 @@ def blend(lm, context: AssembledContext, fraction: float, select: str = DEFAULT_
         scores = torch.zeros(total - p)
     else:
         scores = {"deviation": lambda: deviation_scores(lm, context, layer),
-                  "starts": lambda: start_scores(context), "random": lambda: random_scores(context)}[select]()
+                  "starts": lambda: start_scores(context), "random": lambda: random_scores(context),
+                  "query": lambda: query_scores(lm, context, question_ids or ())}[select]()
     chosen = select_tokens(scores, fraction) + p  # (S,) cache indices == positions
     recompute_in_place(lm, context, chosen)
     return context, int(chosen.numel())

@@ -136,3 +136,38 @@ def test_starts_selection_takes_the_first_tokens_of_every_chunk():
     _, count = blend(lm, split, 0.25, select="starts")
     after = sum(float((a[1] - b[1]).pow(2).sum()) for a, b in zip(kv(split), kv(native)))
     assert count == -(-(split.length - p) // 4) and after < before
+
+
+@pytest.mark.parametrize("family", ROTARY)
+def test_query_selection_reads_the_question_attention_and_leaves_the_cache_as_it_was(family):
+    from cag.kv.blend import query_scores
+    from mot.diagnostics import decoder_layers
+    lm = model(family)
+    native, _ = contexts(lm)
+    want = kv(native)
+    question = tiny_tokenizer()(" Who wrote the report?", add_special_tokens=False).input_ids
+    scores = query_scores(lm, native, question)
+    assert native.cache.get_seq_length() == native.length  # the question's K/V were dropped again
+    assert_same_kv(kv(native), want, atol=0)
+    # the same sums from one eager forward over prefix + context + question, no cache
+    p, n = native.prefix_tokens, native.length
+    ids = torch.cat([native.input_ids, torch.tensor(question)])
+    weights = []
+    hooks = [(getattr(layer, "self_attn", None) or layer.attn).register_forward_hook(
+        lambda module, args, out: weights.append(out[1])) for layer in decoder_layers(lm.model)]
+    lm.model.set_attn_implementation("eager")
+    try:
+        with torch.no_grad():
+            lm.model(input_ids=ids[None])
+    finally:
+        lm.model.set_attn_implementation("sdpa")
+        for hook in hooks:
+            hook.remove()
+    expected = sum(w[0, :, n:, p:n].sum((0, 1)) for w in weights)
+    torch.testing.assert_close(scores, expected, atol=1e-4, rtol=1e-4)
+    assert lm.model.config._attn_implementation == "sdpa"
+    _, count = blend(lm, native, 0.3, select="query", question_ids=question)
+    assert count > 0
+    assert_same_kv(kv(native), want)  # an exact cache stays exact
+    with pytest.raises(CagError, match="needs the question"):
+        blend(lm, native, 0.3, select="query")
