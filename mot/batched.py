@@ -6,18 +6,27 @@ time needs neither gradients nor that loop:
 
     source K/V, all layers  -> (T_s, L_s * 2W)       W = source kv width; [K_l, V_l] per layer
     sparse alignment @      -> (T_t, L_s * 2W)       each target token overlaps 1-3 source tokens
-    gather paired layers    -> x (L_t, T_t, F)       F = pairs * 2W (+ position features, + target
-                                                     token embedding features: the same for every layer)
-    chunk attention         -> x (L_t, T_t, F)       per layer, float32, when the translator has it
-    stacked mixtures        -> y (2 L_t, T_t, D)     K mixtures of every layer, then V mixtures
+    gather paired layers    -> s (L_t, T_t, F_s)     F_s = pairs * 2W
+    shared features         -> h (T_t, F_h)          target positions, target token embeddings:
+                                                     the same for every layer
+    first maps, all layers  -> z (L_t, T_t, 2C)      s_l @ A_l + h @ B_l + c_l: for K then V, the
+                                                     trunk (D), the experts' up (E*r), the router's
+                                                     first layer (R) side by side, C = D + E*r + R
+    experts, routers        -> y (L_t, T_t, 2D)      K and V of every layer
 
-The stacked mixtures compute in bfloat16 where the hardware multiplies it natively (CUDA, CPUs with
-AVX512-BF16 or AMX: about 2.3x the float32 matmul rate on this project's 2-core CPU), else float32.
-Measured on the shipped translators: bf16 and float32 translations differ by a normalized squared
-error of 6e-6, against 0.2-0.5 between a translation and the native K/V (and chunk caches are
-stored in float16 anyway). The stacked parameters are built once per translator and rebuilt when
-any parameter or buffer changes in place (an optimizer step bumps torch's tensor version
-counters), so a translator trained further in the same process never translates with stale weights.
+A mixture's input normalization ((x - mean) / scale before its experts and router) is folded into
+A, B and c, so no elementwise pass over the (wide) features is made, and the shared features are
+multiplied once for all layers in one GEMM. With chunk attention (which reads a layer's whole
+input) the features are joined first and attended, and there is no shared part.
+
+The maps compute in bfloat16 where the hardware multiplies it natively (CUDA, CPUs with AVX512-BF16
+or AMX: about 2.3x the float32 matmul rate on this project's 2-core CPU), else float32. Measured on
+held-out chunks (shipped qwen translators and one reading token embeddings): bf16 and float32
+translations differ by a normalized squared error of 2e-5 on average (at most 4e-4 in a layer),
+against 0.05-0.5 between a translation and the native K/V (and chunk caches are stored
+in float16 anyway). The stacked parameters are built once per translator and rebuilt when any
+parameter or buffer changes in place (an optimizer step bumps torch's tensor version counters), so
+a translator trained further in the same process never translates with stale weights.
 """
 
 import torch
@@ -36,45 +45,73 @@ def fast_dtype(device: torch.device) -> torch.dtype:
     return torch.bfloat16 if native else torch.float32
 
 
+def _first_maps(mixture: Mixture) -> tuple[torch.Tensor, torch.Tensor]:
+    """(F, C) weights and (C,) bias of a mixture's maps of its raw input x, normalization folded in:
+    [trunk x W + b | experts' up (x - mean) / scale U + u | router (x - mean) / scale R1 + r1]."""
+    weights, biases = [mixture.base.weight.T], [mixture.base.bias]
+    if mixture.experts:
+        inv = 1.0 / mixture.scale.double()  # (F,)
+        shift = mixture.mean.double() * inv  # (F,)
+        up = mixture.up.double().permute(1, 0, 2).reshape(mixture.up.shape[1], -1)  # (F, E*r)
+        maps = [(up, mixture.up_bias.double().reshape(-1))]
+        if mixture.experts > 1:
+            first = mixture.router[0]
+            maps.append((first.weight.T.double(), first.bias.double()))
+        for w, b in maps:
+            weights.append(inv[:, None] * w)
+            biases.append(b - shift @ w)
+    return (torch.cat([w.detach().double() for w in weights], 1),
+            torch.cat([b.detach().double() for b in biases]))
+
+
 class StackedMixtures:
-    """M mixtures of one shape stacked on a leading axis; __call__ maps (M, N, F) -> (M, N, D)."""
+    """The K and V mixtures of every target layer, stacked; __call__ maps a layer's features
+    (own part (L, N, F_s), shared part (N, F_h) or None) to its K and V (L, N, D) each."""
 
-    def __init__(self, mixtures: list[Mixture], dtype: torch.dtype = torch.float32):
-        first = mixtures[0]
-        self.experts, self.top_k = first.experts, first.top_k
-        stack = lambda get: torch.stack([get(m).detach().to(dtype) for m in mixtures])
-        self.base_w = stack(lambda m: m.base.weight.T)  # (M, F, D)
-        self.base_b = stack(lambda m: m.base.bias)[:, None]  # (M, 1, D)
+    def __init__(self, k_mixtures: list[Mixture], v_mixtures: list[Mixture], split: int,
+                 dtype: torch.dtype = torch.float32):
+        first = k_mixtures[0]
+        self.experts, self.top_k, self.dtype = first.experts, first.top_k, dtype
+        self.out = first.base.weight.shape[0]
+        self.rank = first.up.shape[2] if self.experts else 0
+        layers = []
+        for k, v in zip(k_mixtures, v_mixtures):
+            (wk, bk), (wv, bv) = _first_maps(k), _first_maps(v)
+            layers.append((torch.cat([wk, wv], 1), torch.cat([bk, bv])))  # (F, 2C), (2C,)
+        weights = torch.stack([w for w, _ in layers])  # (L, F, 2C)
+        self.width = weights.shape[2] // 2  # C
+        self.own = weights[:, :split].to(dtype).contiguous()  # (L, F_s, 2C)
+        self.bias = torch.stack([b for _, b in layers])[:, None].to(dtype)  # (L, 1, 2C)
+        shared = weights[:, split:]  # (L, F_h, 2C)
+        self.shared = (shared.permute(1, 0, 2).reshape(shared.shape[1], -1).to(dtype).contiguous()
+                       if shared.shape[1] else None)  # (F_h, L * 2C)
+        stack = lambda get: torch.stack([get(m).detach().to(dtype) for m in k_mixtures + v_mixtures])
         if self.experts:
-            m_, e, f, r = len(mixtures), self.experts, first.up.shape[1], first.up.shape[2]
-            self.rank = r
-            self.mean = stack(lambda m: m.mean)[:, None]  # (M, 1, F)
-            self.scale = stack(lambda m: m.scale)[:, None]  # (M, 1, F)
-            self.up = stack(lambda m: m.up).permute(0, 2, 1, 3).reshape(m_, f, e * r)  # (M, F, E*r)
-            self.up_bias = stack(lambda m: m.up_bias).reshape(m_, 1, e * r)  # (M, 1, E*r)
-            self.down = stack(lambda m: m.down).reshape(m_, e * r, -1)  # (M, E*r, D)
+            # (2L, E*r, D): K mixtures of every layer, then V mixtures
+            self.down = stack(lambda m: m.down).reshape(2 * len(layers), -1, self.out)
         if self.experts > 1:
-            first_layer, last_layer = (lambda m: m.router[0]), (lambda m: m.router[2])
-            self.router_w1 = stack(lambda m: first_layer(m).weight.T)  # (M, F, H)
-            self.router_b1 = stack(lambda m: first_layer(m).bias)[:, None]  # (M, 1, H)
-            self.router_w2 = stack(lambda m: last_layer(m).weight.T)  # (M, H, E)
-            self.router_b2 = stack(lambda m: last_layer(m).bias)[:, None]  # (M, 1, E)
+            self.router_w2 = stack(lambda m: m.router[2].weight.T)  # (2L, R, E)
+            self.router_b2 = stack(lambda m: m.router[2].bias)[:, None]  # (2L, 1, E)
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        y = torch.baddbmm(self.base_b, x, self.base_w)  # (M, N, D)
-        if not self.experts:
-            return y
-        xn = (x - self.mean) / self.scale
-        hidden = F.gelu(torch.baddbmm(self.up_bias, xn, self.up))  # (M, N, E*r)
-        if self.experts > 1:
-            logits = torch.baddbmm(self.router_b2, F.gelu(torch.baddbmm(self.router_b1, xn, self.router_w1)),
-                                   self.router_w2)  # (M, N, E)
-            top = logits.topk(self.top_k, dim=-1)
-            gates = torch.full_like(logits, float("-inf")).scatter(-1, top.indices, top.values).softmax(-1)
-            m_, n, _ = hidden.shape
-            # sum_e g_e * (h_e @ down_e) == (g-weighted h, all experts side by side) @ down
-            hidden = (hidden.view(m_, n, self.experts, self.rank) * gates[..., None]).view(m_, n, -1)
-        return y + torch.bmm(hidden, self.down)
+    def __call__(self, own: torch.Tensor, shared: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        layers, n, _ = own.shape
+        z = torch.baddbmm(self.bias, own.to(self.dtype), self.own)  # (L, N, 2C)
+        if self.shared is not None:
+            z = z + (shared.to(self.dtype) @ self.shared).view(n, layers, -1).transpose(0, 1)
+        z = torch.cat([z[..., :self.width], z[..., self.width:]])  # (2L, N, C): K mixtures, then V
+        d = self.out
+        y = z[..., :d]
+        if self.experts:
+            er = self.experts * self.rank
+            hidden = F.gelu(z[..., d:d + er])  # (2L, N, E*r)
+            if self.experts > 1:
+                logits = torch.baddbmm(self.router_b2, F.gelu(z[..., d + er:]), self.router_w2)  # (2L, N, E)
+                top = logits.topk(self.top_k, dim=-1)
+                gates = torch.full_like(logits, float("-inf")).scatter(-1, top.indices, top.values).softmax(-1)
+                # sum_e g_e * (h_e @ down_e) == (g-weighted h, all experts side by side) @ down
+                hidden = (hidden.reshape(2 * layers, n, self.experts, self.rank) * gates[..., None]).view(2 * layers, n, -1)
+            y = torch.baddbmm(y, hidden, self.down)
+        return y[:layers], y[layers:]
 
 
 def _stacked(translator, dtype: torch.dtype) -> StackedMixtures:
@@ -82,15 +119,19 @@ def _stacked(translator, dtype: torch.dtype) -> StackedMixtures:
     version = (dtype,) + tuple((id(t), t._version) for t in tensors)
     cached = getattr(translator, "_stacked_cache", None)
     if cached is None or cached[0] != version:
-        mixtures = [layer.k for layer in translator.layers] + [layer.v for layer in translator.layers]
-        cached = (version, StackedMixtures(mixtures, dtype))
+        spec = translator.spec
+        split = spec.in_dim if spec.attention_dim else spec.in_dim - spec.shared_dim
+        cached = (version, StackedMixtures([layer.k for layer in translator.layers],
+                                           [layer.v for layer in translator.layers], split, dtype))
         translator._stacked_cache = cached
     return cached[1]
 
 
 def aligned_inputs(translator, src_keys: list, src_values: list, weights: torch.Tensor,
-                   positions: torch.Tensor | None = None, tokens: torch.Tensor | None = None) -> torch.Tensor:
-    """(L_t, T_t, F): every target layer's input, as `Translator.layer_inputs` builds it one by one."""
+                   positions: torch.Tensor | None = None,
+                   tokens: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Every target layer's own input (L_t, T_t, F_s) and the shared features (T_t, F_h) or None,
+    as `Translator.layer_parts` builds them one by one."""
     spec = translator.spec
     keys = torch.stack([k.float() for k in src_keys])  # (L_s, H, T_s, Dh)
     values = torch.stack([v.float() for v in src_values])
@@ -100,11 +141,8 @@ def aligned_inputs(translator, src_keys: list, src_values: list, weights: torch.
     aligned = torch.sparse.mm(weights.float().to_sparse(), source)  # (T_t, L_s * 2W)
     aligned = aligned.view(aligned.shape[0], layers_s, 2 * heads * dim)
     pairs = torch.as_tensor(spec.layer_map, dtype=torch.int64)  # (L_t, pairs)
-    x = aligned[:, pairs].flatten(2).transpose(0, 1)  # (L_t, T_t, pairs * 2W)
-    shared = translator.shared_inputs(positions, tokens, x.device)  # (T_t, P + E) or None
-    if shared is not None:
-        x = torch.cat([x, shared[None].expand(x.shape[0], -1, -1)], dim=-1)
-    return x
+    own = aligned[:, pairs].flatten(2).transpose(0, 1)  # (L_t, T_t, pairs * 2W)
+    return own, translator.shared_inputs(positions, tokens, own.device)
 
 
 @torch.no_grad()
@@ -115,14 +153,14 @@ def translate_layers(translator, src_keys: list, src_values: list, weights: torc
     the loop, computed in `dtype` (default: `fast_dtype` of the translator's device)."""
     device = translator.layers[0].k.base.weight.device
     dtype = dtype or fast_dtype(device)
-    x = aligned_inputs(translator, src_keys, src_values, weights, positions, tokens)  # (L_t, T_t, F) float32
-    x = x.to(device)
+    own, shared = aligned_inputs(translator, src_keys, src_values, weights, positions, tokens)
+    own = own.to(device)  # (L_t, T_t, F_s) float32
     if translator.spec.attention_dim:
-        x = torch.stack([layer.mixed(x[i]) for i, layer in enumerate(translator.layers)])
-    x = x.to(dtype)
-    y = _stacked(translator, dtype)(torch.cat([x, x])).float()  # (2 L_t, T_t, D): K mixtures, then V
+        if shared is not None:
+            own = torch.cat([own, shared.to(device)[None].expand(own.shape[0], -1, -1)], dim=-1)
+        own, shared = torch.stack([layer.mixed(own[i]) for i, layer in enumerate(translator.layers)]), None
+    k, v = _stacked(translator, dtype)(own, None if shared is None else shared.to(device))
     heads = translator.spec.target.geometry["kv_heads"]
-    layers_t = x.shape[0]
-    keys = [unflatten_heads(y[i], heads) for i in range(layers_t)]
-    values = [unflatten_heads(y[layers_t + i], heads) for i in range(layers_t)]
+    keys = [unflatten_heads(k[i].float(), heads) for i in range(k.shape[0])]
+    values = [unflatten_heads(v[i].float(), heads) for i in range(v.shape[0])]
     return keys, values
