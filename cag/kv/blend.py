@@ -8,8 +8,15 @@ first layers over the whole context (a `(SELECT_LAYER + 1) / layers` share of a 
 the cache. "starts": the first tokens of every chunk, the same number from each (EPIC-style: an
 independently prefilled chunk's first tokens were its attention sink and saw none of the chunks
 before it); no probe. "random": a uniform sample seeded by the context's token ids (the control).
-Cost: the probe's share (deviation only) plus the recomputed share of a prefill; the question then
-continues the cache.
+"query": the tokens the question attends to most, read off one pass of the question over the stored
+context: the attention of its last `QUERY_TOKENS` tokens (the end of the prompt, just before the
+answer starts) in the upper half of the layers, summed over heads: where the answer is, which is
+where a translated cache's errors cost most; the question's K/V are dropped again before the
+recompute. (Measured on 73 SQuAD passages translated by a MoT translator: the selected 15% covers
+0.59 of the gold answer's tokens, against 0.28 with every question token and layer summed, 0.27
+for deviation and 0.18 for random.)
+Cost: the probe's share (deviation), or one extra prefill of the question (query), plus the
+recomputed share of a prefill; the question then continues the cache.
 
 Rotary generators only; the cache must hold every position (no sliding-window layer may have
 dropped tokens). Cache index == position: assembly lays the prefix and chunks out contiguously.
@@ -27,6 +34,7 @@ from cag.kv.assemble import AssembledContext, native_prefix_kv
 
 SELECT_LAYER = 1  # CacheBlend's choice: layer 0's K/V hold no context, layer 1's already do
 SELECTIONS = ("deviation", "starts", "random", "query")
+QUERY_TOKENS = 4  # selection "query": the attention of the prompt's last tokens (upper half of the layers)
 
 
 class _Stop(Exception):
@@ -93,10 +101,10 @@ def deviation_scores(lm, context: AssembledContext, layer: int = SELECT_LAYER) -
 
 @torch.no_grad()
 def query_scores(lm, context: AssembledContext, question_ids) -> torch.Tensor:
-    """(T,) per context token: the attention the question's tokens pay it with the generator reading
-    the question right after the stored context, summed over layers, heads and question tokens.
-    Attention weights need the eager implementation for this one forward; the cache is cropped
-    back to the context afterwards."""
+    """(T,) per context token: the attention the question's last `QUERY_TOKENS` tokens pay it with
+    the generator reading the question right after the stored context, summed over the upper half
+    of the layers, heads and those tokens. Attention weights need the eager implementation for this
+    one forward; the cache is cropped back to the context afterwards."""
     from mot.diagnostics import decoder_layers
     ids = torch.as_tensor(list(question_ids), dtype=torch.int64)
     if ids.numel() == 0:
@@ -106,10 +114,10 @@ def query_scores(lm, context: AssembledContext, question_ids) -> torch.Tensor:
 
     def record(module, args, output):
         weights = output[1]  # (1, H, q, length + q)
-        scores.add_(weights[0, :, :, p:length].float().sum((0, 1)).cpu())
+        scores.add_(weights[0, :, -QUERY_TOKENS:, p:length].float().sum((0, 1)).cpu())
 
     attention = [getattr(layer, "self_attn", None) or layer.attn for layer in decoder_layers(model)]
-    hooks = [module.register_forward_hook(record) for module in attention]
+    hooks = [module.register_forward_hook(record) for module in attention[len(attention) // 2:]]
     implementation = model.config._attn_implementation
     model.set_attn_implementation("eager")
     try:

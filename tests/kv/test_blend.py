@@ -163,7 +163,9 @@ def test_query_selection_reads_the_question_attention_and_leaves_the_cache_as_it
         lm.model.set_attn_implementation("sdpa")
         for hook in hooks:
             hook.remove()
-    expected = sum(w[0, :, n:, p:n].sum((0, 1)) for w in weights)
+    from cag.kv.blend import QUERY_TOKENS
+    upper = weights[len(weights) // 2:]  # the upper half of the layers, the prompt's last tokens
+    expected = sum(w[0, :, -QUERY_TOKENS:, p:n].sum((0, 1)) for w in upper)
     torch.testing.assert_close(scores, expected, atol=1e-4, rtol=1e-4)
     assert lm.model.config._attn_implementation == "sdpa"
     _, count = blend(lm, native, 0.3, select="query", question_ids=question)
