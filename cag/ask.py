@@ -95,7 +95,9 @@ def ask(question: str, store_dir: Path | None = None, model: str = DEFAULT_GENER
     layout = prompt_layout(lm.tokenizer)
     start = time.perf_counter()
     retrieval = retriever.retrieve(question, top_k) if mode != "none" else None
-    chosen, notes = _choose_mode(mode, store, lm, layout, retrieval, min_retention)
+    chosen, notes, recorded_blend = _choose_mode(mode, store, lm, layout, retrieval, min_retention)
+    if recorded_blend is not None:  # auto chose the translated-blend setting the gate recorded
+        blend, blend_select = recorded_blend
     if retrieval and retrieval.clamped_from:
         notes.append(f"--top-k {retrieval.clamped_from} is more than the store's "
                      f"{len(retrieval.results)} chunks; used {len(retrieval.results)}")
@@ -121,9 +123,11 @@ def _native_space(store: Store, lm, layout):
     return store.native_space(lm.fingerprint, ids_sha256(layout.prefix_ids))
 
 
-def _choose_mode(mode: str, store: Store, lm, layout, retrieval, min_retention=None) -> tuple[str, list]:
+def _choose_mode(mode: str, store: Store, lm, layout, retrieval,
+                 min_retention=None) -> tuple[str, list, tuple | None]:
+    """(mode, notes, (blend share, selection) when auto chose a recorded translated-blend setting)."""
     if mode in ("direct", "none") or mode in TRANSLATED:
-        return mode, []
+        return mode, [], None
     space = _native_space(store, lm, layout)
     has_native = space is not None and all(
         store.cache_path(space, r.chunk.text_sha256).is_file() for r in retrieval.results)
@@ -132,15 +136,18 @@ def _choose_mode(mode: str, store: Store, lm, layout, retrieval, min_retention=N
             raise CagError(f"No native caches for {lm.name} in store {store.folder}: run "
                            f"`cag ingest PATH --also-for {lm.name} --store {store.folder}` first, "
                            "or use --mode direct.")
-        return mode, []
+        return mode, [], None
     if has_native:
-        return "native", [f"mode auto: using native ({lm.name}'s own stored caches)"]
+        return "native", [f"mode auto: using native ({lm.name}'s own stored caches)"], None
     from mot.use import DEFAULT_MIN_RETENTION, gate
     threshold = DEFAULT_MIN_RETENTION if min_retention is None else min_retention
-    usable, why = gate(store, lm, threshold)
-    if usable:
-        return "translated", [f"mode auto: using translated ({why})"]
-    return "direct", [f"mode auto: using direct (no native caches for {lm.name} in the store; {why})"]
+    decision = gate(store, lm, threshold)
+    if decision.mode == "translated":
+        return "translated", [f"mode auto: using translated ({decision.why})"], None
+    if decision.mode == "translated-blend":
+        return ("translated-blend", [f"mode auto: using translated-blend ({decision.why})"],
+                (decision.blend, decision.blend_select))
+    return "direct", [f"mode auto: using direct (no native caches for {lm.name} in the store; {decision.why})"], None
 
 
 def build_context(mode: str, store: Store, lm, layout, ordered: list, timings: dict, window=None,

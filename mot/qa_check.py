@@ -52,9 +52,10 @@ def qa_record(metrics_modes: dict, mode: str, dataset: str, questions: int, seed
     return record
 
 
-def record_qa(checkpoint: Path, result: dict) -> None:
-    """Write a QA retention measurement into a translator's JSON (weights and fingerprint unchanged)."""
+def record_qa(checkpoint: Path, result: dict, key: str = "qa") -> None:
+    """Write a QA retention measurement into a translator's JSON (weights and fingerprint
+    unchanged): `key` "qa" (its full mode) or "qa_blend" (a translated-blend setting)."""
     record_path = paths(checkpoint)[1]
     record = json.loads(record_path.read_text())
-    record["spec"]["metrics"]["qa"] = result
+    record["spec"]["metrics"][key] = result
     atomic_write_text(record_path, json.dumps(record, indent=2))

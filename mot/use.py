@@ -4,6 +4,7 @@ generator's space (persisted per generator and translator the first time), then 
 import hashlib
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -42,20 +43,41 @@ def translator_for(store: Store, lm, mode: str):
     return _LOADED[key]
 
 
-def gate(store: Store, lm, min_retention: float) -> tuple[bool, str]:
-    """May --mode auto use the MoT translator? (yes/no, why)."""
+@dataclass
+class GateDecision:
+    """What --mode auto may use of the MoT translator: `mode` translated, translated-blend (with
+    the recorded `blend` share and `blend_select`) or None (fall back to direct), and why."""
+
+    mode: str | None
+    why: str
+    blend: float | None = None
+    blend_select: str | None = None
+
+
+def gate(store: Store, lm, min_retention: float) -> GateDecision:
+    """The fastest use of the MoT translator whose recorded QA retention clears `min_retention`:
+    full translation (`metrics.qa`), else the translated-blend setting recorded beside it
+    (`metrics.qa_blend`, which recomputes a share of the tokens), else none."""
     found = find_translator(store.config.encoder_fingerprint, lm.fingerprint, "mot",
                             store.config.encoder, lm.name)
     if found.path is None:
-        return False, found.reason
-    qa = found.record["spec"].get("metrics", {}).get("qa", {})
-    retention = qa.get("retention")
+        return GateDecision(None, found.reason)
+    metrics = found.record["spec"].get("metrics", {})
+    name = found.path.name
+    retention = metrics.get("qa", {}).get("retention")
     if retention is None:
-        return False, f"translator {found.path.name} has no recorded QA retention"
-    if retention < min_retention:
-        return False, (f"translator {found.path.name} keeps {retention:.2f} of direct QA quality, "
-                       f"below the {min_retention:.2f} threshold")
-    return True, f"translator {found.path.name} keeps {retention:.2f} of direct QA quality"
+        return GateDecision(None, f"translator {name} has no recorded QA retention")
+    if retention >= min_retention:
+        return GateDecision("translated", f"translator {name} keeps {retention:.2f} of direct QA quality")
+    why = f"translator {name} keeps {retention:.2f} of direct QA quality, below the {min_retention:.2f} threshold"
+    blend = metrics.get("qa_blend", {})
+    if blend.get("retention") is None:
+        return GateDecision(None, why)
+    setting = f"translated-blend {blend['blend']} ({blend['blend_select']})"
+    if blend["retention"] < min_retention:
+        return GateDecision(None, f"{why}; {setting} keeps {blend['retention']:.2f}")
+    return GateDecision("translated-blend", f"{why}; {setting} keeps {blend['retention']:.2f}",
+                        blend["blend"], blend["blend_select"])
 
 
 def translated_space(translator, lm, prefix_ids) -> CacheSpace:

@@ -223,6 +223,16 @@ def test_auto_mode_quality_gate(trained_store, tiny_models, cag_home):
     assert ask_json(trained_store, tiny_models)["mode"] == "translated"
     gated = ask_json(trained_store, tiny_models, "--min-retention", 0.8)
     assert gated["mode"] == "direct" and "below the 0.80 threshold" in " ".join(gated["notes"])
+    # below the threshold in full mode, the recorded translated-blend setting may clear it
+    record["spec"]["metrics"]["qa_blend"] = {"retention": 0.85, "blend": 0.3, "blend_select": "query"}
+    record_path.write_text(json.dumps(record))
+    blended = ask_json(trained_store, tiny_models, "--min-retention", 0.8)
+    notes = " ".join(blended["notes"])
+    assert blended["mode"] == "translated-blend" and "translated-blend 0.3 (query) keeps 0.85" in notes
+    assert blended["timings_ms"]["blend"] > 0
+    assert ask_json(trained_store, tiny_models)["mode"] == "translated"  # full mode clears 0.6: the faster one
+    gated = ask_json(trained_store, tiny_models, "--min-retention", 0.9)
+    assert gated["mode"] == "direct" and "translated-blend 0.3 (query) keeps 0.85" in " ".join(gated["notes"])
 
 
 def test_stale_translator_is_refused(trained_store, tiny_models, cag_home):
@@ -323,3 +333,20 @@ def test_a_translator_kind_is_judged_by_its_full_mode():
     record = qa_record(modes, mode_for_kind("mot"), dataset="squad", questions=2, seed=7, run="runs/x")
     assert record == {"dataset": "squad", "questions": 2, "seed": 7, "direct_f1": 40.0, "f1": 10.0,
                       "retention": 0.25, "retention_ci95": [0.2, 0.3], "run": "runs/x"}
+
+
+def test_recorded_runs_give_the_gate_its_full_and_blend_records():
+    """benchmarks/record_translator_qa.py on a recorded run holding translated-blend: the MoT
+    translator gets both its full-mode record and the blend setting auto may fall back to."""
+    import importlib.util
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("record_qa", root / "benchmarks" / "record_translator_qa.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    run = root / "benchmarks" / "results" / "eval" / "squad-200-qwen2.5-coder-0.5b-blend30"
+    metrics = json.loads((run / "metrics.json").read_text())["modes"]
+    results = module.qa_results(run)
+    assert results[("mot", "qa")]["retention"] == metrics["translated"]["retention"]
+    blend = results[("mot", "qa_blend")]
+    assert (blend["mode"], blend["blend"], blend["blend_select"]) == ("translated-blend", 0.3, "deviation")
+    assert blend["retention"] == metrics["translated-blend"]["retention"] and blend["questions"] == 200
