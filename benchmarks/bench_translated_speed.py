@@ -3,9 +3,9 @@
 - TTFT of every ask mode: `translated` (caches translated during the ask, and again with the
   translated caches already stored), `single`, `ridge` and `translated-window` (translating),
   `native`, `none` and `direct`, and the blend modes at each `--blends` share (`translated-blend@F`,
-  translating; `native-blend@F`) with each `--selects` token selection other than the default
-  deviation probe (`...@F/starts`), medians over alternating repeats, and their ratios (the x axis
-  of the quality/speed frontier, benchmarks/plot_frontier.py);
+  translating and with the translations stored; `native-blend@F`) with each `--selects` token
+  selection other than the default deviation probe (`...@F/query`), medians over alternating
+  repeats, and their ratios (the x axis of the quality/speed frontier, benchmarks/plot_frontier.py);
 - translation cost: translating the retrieved chunks against the generator prefilling the same
   tokens (target: 5% or less).
 
@@ -64,7 +64,8 @@ def main() -> None:
         blends = [float(f) for f in args.blends.split(",") if f.strip()]
         selects = [s for s in args.selects.split(",") if s.strip()]
         tag = lambda f, s: f"{f}" if s == DEFAULT_BLEND_SELECT else f"{f}/{s}"  # noqa: E731
-        labels += [f"translated-blend@{tag(f, s)} (translating)" for s in selects for f in blends]
+        labels += [f"translated-blend@{tag(f, s)} ({how})" for s in selects for f in blends
+                   for how in ("translating", "stored")]  # stored: the translations the one before kept
         labels += [f"native-blend@{tag(f, s)}" for s in selects for f in blends]
         times = {label: [] for label in labels}
         answers, contexts = {}, {}

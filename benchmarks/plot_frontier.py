@@ -51,9 +51,10 @@ def frontier_points(speed: dict, series: list) -> list[dict]:
             if any((p["mode"], p["retention"], p["speedup"]) == seen for p in points):
                 continue  # the same predictions shared by several series (forked runs): once
             points.append(point)
-            if mode == "translated" and "translated (stored)" in speedup:  # translations reused
-                points.append({**points[-1], "mode": renames.get(mode, mode) + " (stored)",
-                               "speedup": speedup["translated (stored)"]})
+            stored = label.replace("(translating)", "(stored)")
+            if mode in ("translated", "translated-blend") and stored != label and stored in speedup:
+                points.append({**points[-1], "mode": points[-1]["mode"] + " (stored)",  # translations reused
+                               "speedup": speedup[stored]})
     return points
 
 
