@@ -60,6 +60,10 @@ def train_command(
                                                                "target's own input embeddings of each "
                                                                "token and of the N-1 tokens before it "
                                                                "(a table lookup; 0: none).")] = 0,
+    token_rank: Annotated[int, typer.Option(min=0, help="Project those embedding features to this "
+                                                        "width, one map for every layer (fitted in "
+                                                        "closed form; 0: full width). Smaller and "
+                                                        "faster translators.")] = 0,
     steps: Annotated[int, typer.Option(min=0, help="Optimizer steps.")] = 120,
     batch: Annotated[int, typer.Option(min=1, help="Windows per step.")] = 4,
     lr: Annotated[float, typer.Option(help="Peak learning rate (AdamW, warmup + cosine).")] = 1e-3,
@@ -111,7 +115,8 @@ def train_command(
                       heldout_corpus=[str(p) for p in heldout], kind=kind, mode=mode,
                       window=parse_layer_window(window), experts=experts, top_k=top_k, rank=rank,
                       attention_dim=attention_dim, attention_heads=attention_heads,
-                      target_embeddings=target_embeddings, pairs_per_layer=source_layers,
+                      target_embeddings=target_embeddings, token_rank=token_rank,
+                      pairs_per_layer=source_layers,
                       windows=windows, heldout_windows=heldout_windows, chunk_tokens=chunk_tokens,
                       chunks=chunks, continuation_tokens=continuation_tokens, continuation=continuation,
                       answer_tokens=answer_tokens, steps=steps, batch=batch,

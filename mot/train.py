@@ -55,6 +55,7 @@ class TrainConfig:
     attention_dim: int = 0  # > 0: chunk attention (both ways) in front of each layer's mixtures
     attention_heads: int = 4
     target_embeddings: int = 0  # > 0: the target's embeddings of each token and the ones before it
+    token_rank: int = 0  # > 0: those features through one projection to this width (smaller, faster)
     pairs_per_layer: int = 2
     windows: int = 256
     heldout_windows: int = 32
@@ -132,7 +133,8 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> Path:
                         target, s_prefix, t_prefix, progress, seed=cfg.seed + 1)
     prepare_seconds = time.perf_counter() - prepare_started  # ~0 when the windows were prepared before
     spec = make_spec(cfg.kind, source, target, cfg.pairs_per_layer, cfg.experts, cfg.top_k, cfg.rank,
-                     cfg.router_hidden, cfg.attention_dim, cfg.attention_heads, cfg.target_embeddings)
+                     cfg.router_hidden, cfg.attention_dim, cfg.attention_heads, cfg.target_embeddings,
+                     cfg.token_rank)
     translator = Translator(spec).to(cfg.device)
     prefix_kv = run_prefill(target.model, torch.tensor(t_prefix), torch.arange(len(t_prefix))) if t_prefix else None
     started = time.perf_counter()
@@ -259,7 +261,9 @@ def _optimize(translator, target, prefix_kv, prefix_len, train_set, heldout, cfg
     # the ridge trunks read raw features (any scale): Adam's fixed-size steps at the experts' rate
     # wreck them in a few steps (measured: reconstruction 0.20 -> 0.55 in 17 steps at 1e-3), so
     # they move at trunk_lr_scale of it; experts and routers read normalized features
-    trunk = [p for name, p in translator.named_parameters() if ".base." in name and p.requires_grad]
+    # (the token projection feeds the trunks too, and is a ridge solution: it moves at their rate)
+    trunk = [p for name, p in translator.named_parameters()
+             if (".base." in name or name == "token_projection") and p.requires_grad]
     trunk_ids = {id(p) for p in trunk}
     rest = [p for p in params if id(p) not in trunk_ids]
     optimizer = torch.optim.AdamW([{"params": rest, "scale": 1.0},

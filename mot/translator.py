@@ -71,14 +71,21 @@ class TranslatorSpec:
     attention_heads: int = 4
     target_embeddings: int = 0  # > 0: the target's embeddings of each token and the ones before it
     embedding_dim: int = 0  # the target's embedding width (set with target_embeddings)
+    token_rank: int = 0  # > 0: those features projected to this width (one projection for all layers)
     training: dict = field(default_factory=dict)
     metrics: dict = field(default_factory=dict)  # held-out diagnostics, QA retention
     format_version: int = CHECKPOINT_FORMAT
 
     @property
+    def token_dim(self) -> int:
+        """Width of the raw token embedding features (mot.token_features)."""
+        return self.target_embeddings * self.embedding_dim
+
+    @property
     def shared_dim(self) -> int:
-        """Width of the features every target layer reads alike (positions, token embeddings)."""
-        return self.position_dim + self.target_embeddings * self.embedding_dim
+        """Width of the features every target layer reads alike (positions, token embeddings,
+        projected to `token_rank` when set)."""
+        return self.position_dim + (self.token_rank or self.token_dim)
 
     @property
     def in_dim(self) -> int:
@@ -96,20 +103,24 @@ class TranslatorSpec:
 
 def make_spec(kind: str, source_lm, target_lm, pairs_per_layer: int = 2, experts: int = 4,
               top_k: int = 2, rank: int = 24, router_hidden: int = 32, attention_dim: int = 0,
-              attention_heads: int = 4, target_embeddings: int = 0) -> TranslatorSpec:
+              attention_heads: int = 4, target_embeddings: int = 0, token_rank: int = 0) -> TranslatorSpec:
     if kind not in KINDS:
         raise CagError(f"Unknown translator kind {kind!r}; choose one of {', '.join(KINDS)}.")
     if experts < 1 or not 1 <= top_k <= experts:
         raise CagError(f"Need experts >= 1 and 1 <= top-k <= experts (got {experts}, {top_k}).")
     check_attention(kind, attention_dim, attention_heads)
-    if target_embeddings < 0:
-        raise CagError(f"Need --target-embeddings >= 0 (got {target_embeddings}).")
+    if target_embeddings < 0 or token_rank < 0:
+        raise CagError(f"Need --target-embeddings >= 0 and --token-rank >= 0 (got {target_embeddings}, {token_rank}).")
+    if token_rank and not target_embeddings:
+        raise CagError("--token-rank projects the target's token embeddings: set --target-embeddings too.")
     source, target = ModelSide.of(source_lm), ModelSide.of(target_lm)
     layer_map = pair_layers(source.num_layers, target.num_layers, pairs_per_layer)
     return TranslatorSpec(kind, source, target, layer_map, experts, top_k, rank, router_hidden,
                           position_dim=0 if target.is_rotary else 32, attention_dim=attention_dim,
                           attention_heads=attention_heads, target_embeddings=target_embeddings,
-                          embedding_dim=embedding_table(target_lm).shape[1] if target_embeddings else 0)
+                          embedding_dim=embedding_table(target_lm).shape[1] if target_embeddings else 0,
+                          token_rank=min(token_rank, target_embeddings * embedding_table(target_lm).shape[1])
+                          if target_embeddings else 0)
 
 
 def check_attention(kind: str, dim: int, heads: int) -> None:
@@ -143,6 +154,8 @@ class Translator(nn.Module):
         super().__init__()
         self.spec = spec
         self.layers = nn.ModuleList(LayerTranslator(spec) for _ in spec.layer_map)
+        if spec.token_rank:  # (token_dim, token_rank), shared by every layer; set by the ridge fit
+            self.token_projection = nn.Parameter(torch.zeros(spec.token_dim, spec.token_rank))
 
     @property
     def kind(self) -> str:
@@ -162,33 +175,38 @@ class Translator(nn.Module):
                 del identity["attention_dim"], identity["attention_heads"]
             if not identity["target_embeddings"]:  # (and before token embeddings)
                 del identity["target_embeddings"], identity["embedding_dim"]
+            if not identity["token_rank"]:
+                del identity["token_rank"]
             self._fingerprint = sha256_hex(json.dumps(identity, sort_keys=True).encode()
                                            + tensors_digest(self).encode())
         return self._fingerprint
 
     def shared_inputs(self, positions: torch.Tensor | None, tokens: torch.Tensor | None,
-                      device) -> torch.Tensor | None:
+                      device, project: bool = True) -> torch.Tensor | None:
         """(T_t, P + E) features every target layer reads alike: target position features and the
-        target's token embedding features (`tokens`, from mot.token_features); None if neither."""
+        target's token embedding features (`tokens`, from mot.token_features; times the token
+        projection when the translator has one, unless `project` is False); None if neither."""
         parts = []
         if self.spec.position_dim:
-            parts.append(position_features(positions, self.spec.position_dim))
+            parts.append(position_features(positions, self.spec.position_dim).to(device))
         if self.spec.target_embeddings:
-            if tokens is None or tokens.shape[-1] != self.spec.target_embeddings * self.spec.embedding_dim:
+            if tokens is None or tokens.shape[-1] != self.spec.token_dim:
                 raise CagError("This translator reads the target's token embeddings: pass "
                                "mot.token_features of the chunk's target token ids.")
-            parts.append(tokens.float())
-        return torch.cat([p.to(device) for p in parts], dim=-1) if parts else None
+            tokens = tokens.float().to(device)
+            parts.append(tokens @ self.token_projection if self.spec.token_rank and project else tokens)
+        return torch.cat(parts, dim=-1) if parts else None
 
     def layer_parts(self, src_keys: list, src_values: list, weights: torch.Tensor,
-                    positions: torch.Tensor | None = None,
-                    tokens: torch.Tensor | None = None) -> tuple[list, torch.Tensor | None]:
+                    positions: torch.Tensor | None = None, tokens: torch.Tensor | None = None,
+                    project: bool = True) -> tuple[list, torch.Tensor | None]:
         """Per target layer (T_t, F_s) aligned source features, and the (T_t, F - F_s) features
-        every layer shares (or None): a layer's input is the two side by side."""
+        every layer shares (or None): a layer's input is the two side by side (`project` False:
+        the shared token features before the token projection, for the ridge fit)."""
         weights = weights.to(self.layers[0].k.base.weight.device)
         own = [weights @ layer_features(src_keys, src_values, source_layers).to(weights.device)
                for source_layers in self.spec.layer_map]  # (T_t, F_s) each
-        return own, self.shared_inputs(positions, tokens, weights.device)
+        return own, self.shared_inputs(positions, tokens, weights.device, project)
 
     def layer_inputs(self, src_keys: list, src_values: list, weights: torch.Tensor,
                      positions: torch.Tensor | None = None,

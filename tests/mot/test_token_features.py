@@ -37,10 +37,12 @@ def test_features_hold_each_token_and_the_ones_before_it():
     assert token_features(table, ids, 0).shape == (ids.numel(), 0)
 
 
-def _layer0_error(family: str, embeddings: int) -> tuple[float, float]:
+def _layer0_error(family: str, embeddings: int, rank: int = 0, translator_out: list | None = None) -> tuple[float, float]:
     """Held-out nMSE of a ridge fit's layer-0 K and V, trained on four texts, tested on the fifth."""
     source, target = tiny_lm("llama", seed=1), tiny_lm(family, seed=2)
-    translator = Translator(make_spec("ridge", source, target, target_embeddings=embeddings))
+    translator = Translator(make_spec("ridge", source, target, target_embeddings=embeddings, token_rank=rank))
+    if translator_out is not None:
+        translator_out.append(translator)
     s_prefix, t_prefix = prompt_layout(source.tokenizer).prefix_ids, prompt_layout(target.tokenizer).prefix_ids
     chunks = []
     for text in TEXTS:
@@ -67,6 +69,30 @@ def test_ridge_reproduces_layer_0_from_the_target_embeddings(family):
     k_without, v_without = _layer0_error(family, embeddings=0)
     assert k_with < 0.02 and v_with < 0.02
     assert k_without > 10 * k_with and v_without > 10 * v_with
+
+
+def test_a_token_projection_keeps_most_of_layer_0_in_fewer_features():
+    """--token-rank: one projection of the embedding features for every layer, fitted in closed
+    form (reduced-rank ridge). At the full width it still reproduces layer 0; narrower, it gives
+    up some accuracy, yet stays far ahead of no embeddings; its outputs are whitened."""
+    width = embedding_table(tiny_lm("qwen2", seed=2)).shape[1]
+    made = []
+    k_full, v_full = _layer0_error("qwen2", embeddings=1, rank=width, translator_out=made)
+    k_narrow, v_narrow = _layer0_error("qwen2", embeddings=1, rank=width // 4)
+    k_none, v_none = _layer0_error("qwen2", embeddings=0)
+    assert k_full < 0.02 and v_full < 0.02
+    assert k_full <= k_narrow < k_none and v_full <= v_narrow < v_none
+    translator = made[0]
+    assert translator.token_projection.shape == (width, width)
+    assert translator.spec.in_dim == Translator(make_spec("ridge", *(tiny_lm(f, seed=s) for f, s in
+                                                (("llama", 1), ("qwen2", 2))))).spec.in_dim + width
+    target = tiny_lm("qwen2", seed=2)
+    ids = torch.cat([tokenize_chunk(target.tokenizer, t)[0] for t in TEXTS[:-1]])
+    z = token_features(embedding_table(target), ids, 1) @ translator.token_projection.detach()
+    cov = torch.cov(z.T)
+    assert float((cov.diagonal() - 1).abs().max()) < 0.2  # (trained on these tokens, chunk by chunk)
+    with pytest.raises(CagError, match="set --target-embeddings too"):
+        make_spec("ridge", tiny_lm("llama", seed=1), target, token_rank=4)
 
 
 def test_translate_chunk_feeds_the_embeddings_and_refuses_without_them():

@@ -110,10 +110,10 @@ def test_train_with_chunk_attention(tiny_models, text_corpus, tmp_path):
 def test_train_with_target_embeddings_and_ask_with_them(tiny_models, text_corpus, corpus, tmp_path, cag_home):
     out = tmp_path / "run"
     result = invoke(*train_args(tiny_models, text_corpus, out, kind="mot", steps=3), "--target-embeddings", 2,
-                    "--source-layers", 1)
+                    "--source-layers", 1, "--token-rank", 8)
     assert result.exit_code == 0, result.output
     spec = json.loads((out / "translator.json").read_text())["spec"]
-    assert spec["target_embeddings"] == 2 and spec["embedding_dim"] > 0
+    assert spec["target_embeddings"] == 2 and spec["embedding_dim"] > 0 and spec["token_rank"] == 8
     assert all(len(pair) == 1 for pair in spec["layer_map"])  # each target layer reads one source layer
     assert json.loads((out / "config.json").read_text())["target_embeddings"] == 2
     store = tmp_path / "store"
