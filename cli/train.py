@@ -64,6 +64,8 @@ def train_command(
                                                         "width, one map for every layer (fitted in "
                                                         "closed form; 0: full width). Smaller and "
                                                         "faster translators.")] = 0,
+    weights_dtype: Annotated[str, typer.Option(help="Saved weights: fp16, fp32, bf16 or int8 (int8 rows "
+                                                    "with per-row scales: half of fp16's size).")] = "fp16",
     steps: Annotated[int, typer.Option(min=0, help="Optimizer steps.")] = 120,
     batch: Annotated[int, typer.Option(min=1, help="Windows per step.")] = 4,
     lr: Annotated[float, typer.Option(help="Peak learning rate (AdamW, warmup + cosine).")] = 1e-3,
@@ -121,7 +123,7 @@ def train_command(
                       chunks=chunks, continuation_tokens=continuation_tokens, continuation=continuation,
                       answer_tokens=answer_tokens, steps=steps, batch=batch,
                       lr=lr, eval_every=eval_every, checkpoint_every=checkpoint_every, seed=seed,
-                      device=device, data=str(data) if data else None)
+                      device=device, dtype=weights_dtype, data=str(data) if data else None)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                TextColumn("{task.fields[info]}"))
     with progress_display(*columns) as progress:

@@ -1,7 +1,9 @@
 """Translator checkpoints: weights in safetensors, the spec (both models' fingerprints and
 geometries, layer map, training config, held-out metrics) in a JSON file beside them.
 
-    NAME.safetensors   tensors (fp16 by default, to keep shipped files small)
+    NAME.safetensors   tensors (fp16 by default, to keep shipped files small; int8: every matrix
+                       as int8 rows with one fp16 scale per row, `NAME` + `NAME::scale`, half of
+                       fp16's size)
     NAME.json          {"spec": ..., "weights_sha256": ..., "fingerprint": ...}
 """
 
@@ -30,10 +32,45 @@ def paths(path) -> tuple[Path, Path]:
     return path.with_name(name + ".safetensors"), path.with_name(name + ".json")
 
 
+SCALE = "::scale"  # suffix of an int8 matrix's per-row scales
+
+
+def _int8_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric int8 per row of the last axis: (int8 values, fp16 scales of shape [..., 1])."""
+    w = weight.detach().float()
+    scale = (w.abs().amax(-1, keepdim=True) / 127.0).clamp(min=1e-12).half()
+    return (w / scale.float()).round().clamp(-127, 127).to(torch.int8).contiguous(), scale.contiguous()
+
+
+def storable_state(translator: Translator, dtype: str) -> dict:
+    """The tensors written for `dtype` (fp32, fp16, bf16, or int8: matrices as int8 rows with
+    per-row scales, vectors and buffers in fp16)."""
+    if dtype not in _DTYPES and dtype != "int8":
+        raise CagError(f"Unknown translator weight dtype {dtype!r}; choose fp32, fp16, bf16 or int8.")
+    state = {}
+    for name, value in translator.state_dict().items():
+        if dtype == "int8" and value.dim() >= 2:
+            state[name], state[name + SCALE] = _int8_rows(value)
+        else:
+            state[name] = value.detach().to(_DTYPES.get(dtype, torch.float16)).contiguous()
+    return state
+
+
+def _float_state(stored: dict) -> dict:
+    """The float32 state dict back from stored tensors (int8 rows times their scales)."""
+    state = {}
+    for name, value in stored.items():
+        if name.endswith(SCALE):
+            continue
+        scale = stored.get(name + SCALE)
+        state[name] = value.float() * scale.float() if scale is not None else value.float()
+    return state
+
+
 def save_translator(translator: Translator, path: Path, dtype: str = "fp16") -> Path:
     """Write PATH.safetensors and PATH.json atomically; returns the .safetensors path."""
     path, record_path = paths(path)
-    state = {k: v.detach().to(_DTYPES[dtype]).contiguous() for k, v in translator.state_dict().items()}
+    state = storable_state(translator, dtype)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, lambda tmp: save_file(state, str(tmp)))
     data = path.read_bytes()
@@ -47,8 +84,7 @@ def save_translator(translator: Translator, path: Path, dtype: str = "fp16") -> 
 
 def load_translator_weights(spec: TranslatorSpec, path: Path) -> Translator:
     translator = Translator(spec)
-    state = {k: v.float() for k, v in load_file(str(path)).items()}
-    translator.load_state_dict(state)
+    translator.load_state_dict(_float_state(load_file(str(path))))
     return translator.eval()
 
 

@@ -102,6 +102,8 @@ def check_config(cfg: TrainConfig) -> None:
     if cfg.steps < 0 or cfg.windows < 1 or cfg.batch < 1:
         raise CagError("--steps must be >= 0, --windows and --batch >= 1.")
     check_attention(cfg.kind, cfg.attention_dim, cfg.attention_heads)
+    if cfg.dtype not in ("fp16", "fp32", "bf16", "int8"):
+        raise CagError(f"Unknown --weights-dtype {cfg.dtype!r}; choose fp16, fp32, bf16 or int8.")
     resolve_device(cfg.device)  # a GPU that is not there is refused before any work
 
 

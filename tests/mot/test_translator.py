@@ -136,6 +136,37 @@ def test_checkpoint_round_trip_gives_identical_outputs(tmp_path):
         load_translator(path)
 
 
+def test_int8_storage_halves_the_file_and_stays_close(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+    source, target = tiny_lm("llama", seed=1), tiny_lm("qwen2", seed=2)
+    torch.manual_seed(0)
+    translator = Translator(make_spec("mot", source, target, target_embeddings=2, token_rank=16))
+    for p in translator.parameters():
+        p.data.normal_(0, 0.1)
+    chunk = prefill_chunk(source, TEXT, ())
+    want = translate_chunk(translator, chunk, target)
+    path16 = save_translator(translator, tmp_path / "t16")
+    path8 = save_translator(translator, tmp_path / "t8", dtype="int8")
+    assert path8.stat().st_size < 0.6 * path16.stat().st_size
+    loaded = load_translator(path8)
+    assert loaded.fingerprint() == read_record(path8)["fingerprint"] and read_record(path8)["weights_dtype"] == "int8"
+    got = translate_chunk(loaded, chunk, target)
+    for a, b in zip(want.keys + want.values, got.keys + got.values):
+        assert float((a - b).norm() / a.norm()) < 0.03  # per-row int8: about 0.5% per weight
+    # the conversion script re-saves a checkpoint with its spec and metrics unchanged
+    root = Path(__file__).resolve().parents[2]
+    converted = tmp_path / "converted"
+    done = subprocess.run([sys.executable, str(root / "scripts" / "convert_translator.py"), str(path16),
+                           str(converted), "--dtype", "int8"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert read_record(converted)["spec"] == read_record(path16)["spec"]
+    assert read_record(converted)["weights_dtype"] == "int8"
+    with pytest.raises(CagError, match="Unknown translator weight dtype"):
+        save_translator(translator, tmp_path / "bad", dtype="int4")
+
+
 def test_fingerprint_mismatches_are_refused():
     source, target = tiny_lm("llama", seed=1), tiny_lm("qwen2", seed=2)
     translator = Translator(make_spec("ridge", source, target))
