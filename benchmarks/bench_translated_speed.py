@@ -49,7 +49,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=2048)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--blends", default="0.15,0.3,0.5", help="shares of context tokens recomputed")
-    parser.add_argument("--selects", default="deviation", help="blend token selections (cag.kv.blend.SELECTIONS)")
+    parser.add_argument("--selects", default="deviation,query", help="blend token selections (cag.kv.blend.SELECTIONS)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         store_dir = Path(tmp) / "store"
@@ -63,7 +63,7 @@ def main() -> None:
                   "single (translating)", "ridge (translating)", "translated-window (translating)"]
         blends = [float(f) for f in args.blends.split(",") if f.strip()]
         selects = [s for s in args.selects.split(",") if s.strip()]
-        tag = lambda f, s: f"{f}" if s == DEFAULT_BLEND_SELECT else f"{f}/{s}"  # noqa: E731
+        tag = lambda f, s: f"{f}" if s == "deviation" else f"{f}/{s}"  # noqa: E731  (as plot_frontier names them)
         labels += [f"translated-blend@{tag(f, s)} ({how})" for s in selects for f in blends
                    for how in ("translating", "stored")]  # stored: the translations the one before kept
         labels += [f"native-blend@{tag(f, s)}" for s in selects for f in blends]

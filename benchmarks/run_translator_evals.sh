@@ -14,21 +14,7 @@ G=gemma3-270m
 ALL="direct,native,none,translated,single,ridge"
 steps=("$@")
 
-# translator_home KIND=RUN...: a CAG home sharing the converted models whose translators/ holds
-# only the given training runs' results, installed as KIND for generator $Q (prints its path)
-translator_home() {
-  local home f pair ext
-  home=$(mktemp -d) && mkdir -p "$home/translators"
-  for f in "${CAG_HOME:-$HOME/.cache/cag}"/*; do
-    [ "$(basename "$f")" = translators ] || ln -s "$(realpath "$f")" "$home/$(basename "$f")"
-  done
-  for pair in "$@"; do
-    for ext in safetensors json; do
-      cp "${pair#*=}/translator.$ext" "$home/translators/smollm2-135m__${Q}__${pair%%=*}.$ext"
-    done
-  done
-  echo "$home"
-}
+source benchmarks/translator_home.sh  # translator_home GENERATOR KIND=CHECKPOINT...
 [ ${#steps[@]} -gt 0 ] || steps=(squad boolq cloze cloze-equal attention depth blend hotpotqa hotpot60-blend gemma-squad speed frontier)
 for step in "${steps[@]}"; do
   case $step in
@@ -43,7 +29,7 @@ for step in "${steps[@]}"; do
     cloze)  # the MoT translator trained on cloze continuations, on the same 200 SQuAD questions
       $CAG train --source smollm2-135m --target $Q --kind mot --continuation cloze --no-install \
         --out runs/train-smollm2-135m-$Q-mot-full-cloze --data runs/train-data-smollm2-135m-$Q-cloze
-      home=$(translator_home mot=runs/train-smollm2-135m-$Q-mot-full-cloze)
+      home=$(translator_home $Q mot=runs/train-smollm2-135m-$Q-mot-full-cloze/translator)
       for d in squad boolq; do
         [ -d runs/$d-200-$Q-mot-cloze ] || $PY benchmarks/fork_eval_run.py runs/$d-200-$Q runs/$d-200-$Q-mot-cloze
         CAG_HOME=$home $CAG eval --dataset $d --limit 200 --model $Q --modes direct,native,none,translated \
@@ -59,7 +45,7 @@ for step in "${steps[@]}"; do
           --out runs/train-$Q-$k-cloze-384-240 &
       done
       wait
-      home=$(translator_home mot=runs/train-$Q-mot-cloze-384-240 single=runs/train-$Q-single-cloze-384-240)
+      home=$(translator_home $Q mot=runs/train-$Q-mot-cloze-384-240/translator single=runs/train-$Q-single-cloze-384-240/translator)
       out=runs/squad-200-$Q-cloze-384-240
       [ -d $out ] || $PY benchmarks/fork_eval_run.py benchmarks/results/eval/squad-200-$Q $out
       CAG_HOME=$home $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated,single \
@@ -75,7 +61,7 @@ for step in "${steps[@]}"; do
           --attention-dim 64 --attention-heads 4 --out runs/train-$Q-$k-attn64-cloze-384-240 &
       done
       wait
-      home=$(translator_home mot=runs/train-$Q-mot-attn64-cloze-384-240 single=runs/train-$Q-single-attn64-cloze-384-240)
+      home=$(translator_home $Q mot=runs/train-$Q-mot-attn64-cloze-384-240/translator single=runs/train-$Q-single-attn64-cloze-384-240/translator)
       out=runs/squad-200-$Q-attn64-cloze-384-240
       [ -d $out ] || $PY benchmarks/fork_eval_run.py benchmarks/results/eval/squad-200-$Q $out
       CAG_HOME=$home $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated,single \

@@ -28,7 +28,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from cag.defaults import DEFAULT_BLEND, DEFAULT_BLEND_SELECT, DEFAULT_GENERATOR
+from cag.defaults import DEFAULT_BLEND, DEFAULT_BLEND_SELECT, DEFAULT_GENERATOR, DEFAULT_MIN_RETENTION
 from cag.errors import CagError, CorruptCacheError
 from cag.kv.assemble import assemble, check_positions
 from cag.kv.chunk_cache import ids_sha256
@@ -139,7 +139,7 @@ def _choose_mode(mode: str, store: Store, lm, layout, retrieval,
         return mode, [], None
     if has_native:
         return "native", [f"mode auto: using native ({lm.name}'s own stored caches)"], None
-    from mot.use import DEFAULT_MIN_RETENTION, gate
+    from mot.use import gate
     threshold = DEFAULT_MIN_RETENTION if min_retention is None else min_retention
     decision = gate(store, lm, threshold)
     if decision.mode == "translated":

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from cag.defaults import DEFAULT_BLEND, DEFAULT_BLEND_SELECT, DEFAULT_GENERATOR
+from cag.defaults import DEFAULT_BLEND, DEFAULT_BLEND_SELECT, DEFAULT_GENERATOR, DEFAULT_MIN_RETENTION
 from cli._errors import handle_errors
 from cli.options import DeviceOption, DtypeOption, ModelOption, StoreOption
 
@@ -26,13 +26,14 @@ def ask_command(
              "let the generator recompute a share (--blend) of the context tokens.")] = "auto",
     blend: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of context tokens the -blend modes "
                                          "recompute (chosen by --blend-select).")] = DEFAULT_BLEND,
-    blend_select: Annotated[str, typer.Option(help="Which tokens the -blend modes recompute: deviation "
-                                              "(largest K/V deviation at layer 1), starts (the first "
-                                              "tokens of every chunk), random, or query (the tokens "
-                                              "the question attends to most).")] = DEFAULT_BLEND_SELECT,
+    blend_select: Annotated[str, typer.Option(help="Which tokens the -blend modes recompute: query (the tokens "
+                                              "the question attends to most), deviation (largest K/V "
+                                              "deviation at layer 1), starts (the first tokens of "
+                                              "every chunk), or random.")] = DEFAULT_BLEND_SELECT,
     min_retention: Annotated[float, typer.Option(
         help="Quality gate for --mode auto: use a translator only if its recorded QA retention "
-             "(score / direct score) is at least this.")] = 0.6,
+             "(score / direct score) is at least this; below it, the translated-blend setting "
+             "recorded beside it if that clears it, else direct.")] = DEFAULT_MIN_RETENTION,
     max_new_tokens: Annotated[int, typer.Option(min=1, help="Answer length limit.")] = 64,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object, no streaming.")] = False,
     show_sources: Annotated[bool, typer.Option(help="List the retrieved chunks after the answer.")] = False,

@@ -46,10 +46,10 @@ def eval_command(
                                                     "middle third).")] = None,
     blend: Annotated[float, typer.Option(min=0.0, max=1.0, help="-blend modes: share of context tokens "
                                          "the generator recomputes.")] = DEFAULT_BLEND,
-    blend_select: Annotated[str, typer.Option(help="-blend modes: deviation (tokens whose stored K/V "
+    blend_select: Annotated[str, typer.Option(help="-blend modes: query (the tokens the question "
+                                              "attends to most), deviation (tokens whose stored K/V "
                                               "deviate most at layer 1), starts (the first tokens "
-                                              "of every chunk), random, or query (the tokens the "
-                                              "question attends to most).")] = DEFAULT_BLEND_SELECT,
+                                              "of every chunk), or random.")] = DEFAULT_BLEND_SELECT,
     limit: Annotated[int | None, typer.Option(min=1, help="Examples to sample (default: all).")] = None,
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
     top_k: Annotated[int, typer.Option(min=1, help="multi_doc: paragraphs retrieved.")] = 3,

@@ -151,7 +151,7 @@ def _start_or_resume(run: Path, config: dict) -> tuple:
     path = run / "config.json"
     if path.is_file():
         # keys added since a run started take the value it ran with (runs before --dtype were fp32)
-        previous = {"dtype": "fp32", "blend": DEFAULT_BLEND, "blend_select": DEFAULT_BLEND_SELECT,
+        previous = {"dtype": "fp32", "blend": DEFAULT_BLEND, "blend_select": "deviation",
                     "reuse_caches": [], "keep_translated": True, **json.loads(path.read_text())}
         if previous == config:
             return tuple(config["modes"])

@@ -19,7 +19,6 @@ from mot.registry import find_translator
 from mot.translator import translate_chunk
 
 log = logging.getLogger(__name__)
-DEFAULT_MIN_RETENTION = 0.6  # --mode auto uses a translator only at or above this QA retention
 _LOADED: dict = {}  # (path, mtime) -> Translator
 
 

@@ -2,19 +2,19 @@
 of the context tokens over all its layers, each attending to the stored (translated or
 independently prefilled) K/V of the others, and their K/V replace the stored ones.
 
-Which tokens ("deviation", the default): those whose stored K/V deviate most from the generator's
-own at an early layer (`SELECT_LAYER`); the generator computes its own K/V there by running its
-first layers over the whole context (a `(SELECT_LAYER + 1) / layers` share of a prefill), stopped by
-the cache. "starts": the first tokens of every chunk, the same number from each (EPIC-style: an
-independently prefilled chunk's first tokens were its attention sink and saw none of the chunks
-before it); no probe. "random": a uniform sample seeded by the context's token ids (the control).
-"query": the tokens the question attends to most, read off one pass of the question over the stored
-context: the attention of its last `QUERY_TOKENS` tokens (the end of the prompt, just before the
-answer starts) in the upper half of the layers, summed over heads: where the answer is, which is
-where a translated cache's errors cost most; the question's K/V are dropped again before the
-recompute. (Measured on 73 SQuAD passages translated by a MoT translator: the selected 15% covers
-0.59 of the gold answer's tokens, against 0.28 with every question token and layer summed, 0.27
-for deviation and 0.18 for random.)
+Which tokens ("query", the default): the tokens the question attends to most, read off one pass
+of the question over the stored context: the attention of its last `QUERY_TOKENS` tokens (the end
+of the prompt, just before the answer starts) in the upper half of the layers, summed over heads:
+where the answer is, which is where a translated cache's errors cost most; the question's K/V are
+dropped again before the recompute. (Measured on 73 SQuAD passages translated by a MoT translator:
+the selected 15% covers 0.59 of the gold answer's tokens, against 0.28 with every question token and
+layer summed, 0.27 for deviation and 0.18 for random; on SQuAD 200 it adds 11.5 F1 over deviation.)
+"deviation": those whose stored K/V deviate most from the generator's own at an early layer
+(`SELECT_LAYER`); the generator computes its own K/V there by running its first layers over the
+whole context (a `(SELECT_LAYER + 1) / layers` share of a prefill), stopped by the cache. "starts":
+the first tokens of every chunk, the same number from each (EPIC-style: an independently prefilled
+chunk's first tokens were its attention sink and saw none of the chunks before it); no probe.
+"random": a uniform sample seeded by the context's token ids (the control).
 Cost: the probe's share (deviation), or one extra prefill of the question (query), plus the
 recomputed share of a prefill; the question then continues the cache.
 

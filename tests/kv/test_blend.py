@@ -59,7 +59,7 @@ def test_partial_recompute_of_an_exact_cache_changes_nothing(family):
     lm = model(family)
     native, _ = contexts(lm)
     want = kv(native)
-    _, count = blend(lm, native, 0.3)
+    _, count = blend(lm, native, 0.3, select="deviation")
     assert 0 < count < native.length
     assert_same_kv(kv(native), want)
 
@@ -76,7 +76,7 @@ def test_selection_finds_the_damaged_tokens_and_repairs_them():
     scores = deviation_scores(lm, damaged)
     assert set(scores.topk(2).indices.tolist()) == set(hit)
     fraction = 2 / (damaged.length - p)
-    _, count = blend(lm, damaged, fraction)
+    _, count = blend(lm, damaged, fraction, select="deviation")
     assert count == 2
     assert_same_kv(kv(damaged), want)
 
@@ -90,7 +90,7 @@ def test_blend_repairs_part_of_the_attention_missing_between_chunks():
     assert before > 0  # the second chunk never saw the first
     scores = deviation_scores(lm, split, SELECT_LAYER)
     assert float(scores[: len(tiny_tokenizer()(TEXTS[0], add_special_tokens=False).input_ids)].abs().max()) < 1e-6
-    blend(lm, split, 0.5)
+    blend(lm, split, 0.5, select="deviation")
     assert error(split) < before
 
 

@@ -218,21 +218,21 @@ def test_auto_mode_quality_gate(trained_store, tiny_models, cag_home):
     assert auto["mode"] == "direct" and "no recorded QA retention" in " ".join(auto["notes"])
     record_path = next((cag_home / "translators").glob("*__mot.json"))
     record = json.loads(record_path.read_text())
-    record["spec"]["metrics"]["qa"] = {"retention": 0.7}
+    record["spec"]["metrics"]["qa"] = {"retention": 0.8}
     record_path.write_text(json.dumps(record))
-    assert ask_json(trained_store, tiny_models)["mode"] == "translated"
-    gated = ask_json(trained_store, tiny_models, "--min-retention", 0.8)
-    assert gated["mode"] == "direct" and "below the 0.80 threshold" in " ".join(gated["notes"])
-    # below the threshold in full mode, the recorded translated-blend setting may clear it
-    record["spec"]["metrics"]["qa_blend"] = {"retention": 0.85, "blend": 0.3, "blend_select": "query"}
-    record_path.write_text(json.dumps(record))
-    blended = ask_json(trained_store, tiny_models, "--min-retention", 0.8)
-    notes = " ".join(blended["notes"])
-    assert blended["mode"] == "translated-blend" and "translated-blend 0.3 (query) keeps 0.85" in notes
-    assert blended["timings_ms"]["blend"] > 0
-    assert ask_json(trained_store, tiny_models)["mode"] == "translated"  # full mode clears 0.6: the faster one
+    assert ask_json(trained_store, tiny_models)["mode"] == "translated"  # the default threshold: 0.75
     gated = ask_json(trained_store, tiny_models, "--min-retention", 0.9)
-    assert gated["mode"] == "direct" and "translated-blend 0.3 (query) keeps 0.85" in " ".join(gated["notes"])
+    assert gated["mode"] == "direct" and "below the 0.90 threshold" in " ".join(gated["notes"])
+    # below the threshold in full mode, the recorded translated-blend setting may clear it
+    record["spec"]["metrics"]["qa_blend"] = {"retention": 0.95, "blend": 0.3, "blend_select": "query"}
+    record_path.write_text(json.dumps(record))
+    blended = ask_json(trained_store, tiny_models, "--min-retention", 0.9)
+    notes = " ".join(blended["notes"])
+    assert blended["mode"] == "translated-blend" and "translated-blend 0.3 (query) keeps 0.95" in notes
+    assert blended["timings_ms"]["blend"] > 0
+    assert ask_json(trained_store, tiny_models)["mode"] == "translated"  # full mode clears 0.75: the faster one
+    gated = ask_json(trained_store, tiny_models, "--min-retention", 0.97)
+    assert gated["mode"] == "direct" and "translated-blend 0.3 (query) keeps 0.95" in " ".join(gated["notes"])
 
 
 def test_stale_translator_is_refused(trained_store, tiny_models, cag_home):

@@ -17,6 +17,7 @@ from mot.alignment import align
 from mot.batched import translate_layers
 from mot.checkpoint import load_translator
 from mot.registry import SHIPPED, find_translator
+from mot.token_features import embedding_table, token_features
 
 pytestmark = pytest.mark.slow
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "corpus"
@@ -63,13 +64,15 @@ def test_shipped_translators_match_the_models_and_budgets(models, target, kind):
     # the batched inference path (bf16 where native) gives the training path's translation
     source = models["smollm2-135m"]
     chunk = prefill_chunk(source, TEXTS[2], prompt_layout(source.tokenizer).prefix_ids)
-    _, t_offsets = tokenize_chunk(models[target].tokenizer, TEXTS[2])
+    t_ids, t_offsets = tokenize_chunk(models[target].tokenizer, TEXTS[2])
     weights = align(TEXTS[2], t_offsets, chunk.offsets).weights
     positions = torch.arange(5, 5 + weights.shape[0])
+    embeddings = translator.spec.target_embeddings  # the shipped ones read the target's token embeddings
+    tokens = token_features(embedding_table(models[target]), t_ids, embeddings) if embeddings else None
     with torch.no_grad():
-        want_k, want_v, _ = translator(chunk.keys, chunk.values, weights, positions)
+        want_k, want_v, _ = translator(chunk.keys, chunk.values, weights, positions, tokens)
     for dtype, bound in ((torch.float32, 1e-9), (torch.bfloat16, 1e-4)):
-        got_k, got_v = translate_layers(translator, chunk.keys, chunk.values, weights, positions, dtype)
+        got_k, got_v = translate_layers(translator, chunk.keys, chunk.values, weights, positions, dtype, tokens=tokens)
         error = sum(float((g - w).pow(2).sum()) for g, w in zip(got_k + got_v, want_k + want_v))
         assert error / sum(float(w.pow(2).sum()) for w in want_k + want_v) < bound, dtype
 

@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Issue 6 (translated caches that keep the facts): translators reading the target's own token
+# embeddings, and the query-selected blend. Every command whose result is recorded in
+# benchmarks/results/ (eval runs, training records) or quoted in the README. Run folders go under
+# runs/ (not committed); `python benchmarks/collect_eval.py RUN` copies a run's records. All at one
+# thread per job, two jobs side by side on the 2-core CPU. Pass step names to run only some:
+#   bash benchmarks/run_fact_evals.sh data probes train ship squad blend gemma hotpotqa boolq speed record frontier
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CAG=${CAG:-.venv/bin/cag}
+PY=${PY:-.venv/bin/python}
+Q=qwen2.5-coder-0.5b
+G=gemma3-270m
+E=benchmarks/results/eval
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
+steps=("$@")
+[ ${#steps[@]} -gt 0 ] || steps=(data probes train ship squad blend gemma hotpotqa boolq speed record frontier)
+
+source benchmarks/translator_home.sh  # translator_home GENERATOR KIND=CHECKPOINT...
+# fork SRC DST KEEP: a fork of a recorded run keeping KEEP's predictions (once)
+fork() { [ -d "$2" ] || $PY benchmarks/fork_eval_run.py "$1" "$2" --keep "$3"; }
+ridge() { $CAG train --source smollm2-135m --kind ridge --steps 0 --no-install "$@"; }
+mot() { $CAG train --source smollm2-135m --target-embeddings 2 --token-rank 512 --weights-dtype int8 --no-install "$@"; }
+
+for step in "${steps[@]}"; do
+  case $step in
+    data)  # the prepared windows (qwen 14.5 + 1.8 min, gemma ~7 min, qwen cloze 49 + 6 min), and ridge without embeddings
+      ridge --target $Q --data runs/data-qwen-text --out runs/train-qwen-ridge-text
+      ridge --target $G --windows 192 --data runs/data-gemma-text --out runs/train-gemma-ridge-emb0
+      ridge --target $Q --continuation cloze --target-embeddings 2 --data runs/data-qwen-cloze \
+        --out runs/train-qwen-ridge-emb2-cloze ;;
+    probes)  # closed-form probes: how many token embeddings, source layers, projection widths
+      for te in 1 2 4; do ridge --target $Q --target-embeddings $te --data runs/data-qwen-text --out runs/train-qwen-ridge-emb$te; done
+      ridge --target $Q --target-embeddings 2 --source-layers 4 --data runs/data-qwen-text --out runs/train-qwen-ridge-emb2-src4
+      for r in 64 128 256 512; do
+        ridge --target $Q --target-embeddings 2 --token-rank $r --data runs/data-qwen-text --out runs/train-qwen-ridge-emb2-r$r
+      done
+      ridge --target $G --windows 192 --target-embeddings 2 --data runs/data-gemma-text --out runs/train-gemma-ridge-emb2
+      ridge --target $G --windows 192 --target-embeddings 2 --token-rank 64 --data runs/data-gemma-text \
+        --out runs/train-gemma-ridge-emb2-r64 ;;
+    train)  # MoT: 4 experts top-2, 120 steps; full-width embeddings (not shippable: 64 MB) and the shipped form
+      $CAG train --source smollm2-135m --target $Q --kind mot --target-embeddings 2 --no-install \
+        --data runs/data-qwen-text --out runs/train-qwen-mot-emb2
+      mot --target $Q --kind mot --data runs/data-qwen-text --out runs/train-qwen-mot-r512
+      mot --target $G --kind mot --windows 192 --data runs/data-gemma-text --out runs/train-gemma-mot-r512
+      mot --target $Q --kind mot --continuation cloze --data runs/data-qwen-cloze --out runs/train-qwen-mot-r512-cloze ;;
+    ship)  # the full-width ridge maps stored in int8 (15.5 / 18.3 MiB): scripts/convert_translator.py
+      mkdir -p runs/ship
+      $PY scripts/convert_translator.py runs/train-qwen-ridge-emb2/translator runs/ship/qwen-ridge --dtype int8
+      $PY scripts/convert_translator.py runs/train-gemma-ridge-emb2/translator runs/ship/gemma-ridge --dtype int8 ;;
+    squad)  # SQuAD 200, qwen: forks of the recorded run (direct, native, none kept)
+      GEN=$Q
+      h=$(translator_home $GEN ridge=runs/train-qwen-ridge-emb2/translator)
+      fork $E/squad-200-$Q runs/squad-200-qwen-ridge-emb direct,native,none
+      CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,ridge --out runs/squad-200-qwen-ridge-emb
+      h=$(translator_home $GEN mot=runs/train-qwen-mot-emb2/translator)
+      fork $E/squad-200-$Q runs/squad-200-qwen-mot-emb2 direct,native,none
+      CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated \
+        --reuse-caches-from runs/squad-200-qwen-ridge-emb --out runs/squad-200-qwen-mot-emb2
+      h=$(translator_home $GEN mot=runs/train-qwen-mot-r512/translator)  # the shipped MoT
+      fork $E/squad-200-$Q runs/squad-200-qwen-mot-r512 direct,native,none
+      CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated \
+        --reuse-caches-from runs/squad-200-qwen-ridge-emb --out runs/squad-200-qwen-mot-r512 ;;
+    blend)  # translated-blend with the full-width MoT: deviation probe vs query selection (summed over
+      # every question token and layer: "queryall", the first version; then the shipped one)
+      GEN=$Q
+      h=$(translator_home $GEN mot=runs/train-qwen-mot-emb2/translator)
+      for spec in deviation:0.15 query:0.15 query:0.3; do
+        sel=${spec%%:*}; b=${spec#*:}; out=runs/squad-200-qwen-mot-emb2-blend-$sel-$b
+        fork runs/squad-200-qwen-mot-emb2 $out direct,native,none,translated
+        CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated-blend \
+          --blend $b --blend-select $sel --out $out
+      done
+      h=$(translator_home $GEN mot=runs/train-qwen-mot-r512/translator)  # the shipped MoT, query selection
+      for b in 0.15 0.3; do
+        out=runs/squad-200-qwen-mot-r512-blend-query-$b
+        fork runs/squad-200-qwen-mot-r512 $out direct,native,none,translated
+        CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated-blend \
+          --blend $b --blend-select query --out $out
+      done ;;
+    gemma)  # SQuAD 200, gemma (bf16): the shipped ridge and MoT
+      GEN=$G
+      h=$(translator_home $GEN ridge=runs/ship/gemma-ridge)
+      fork $E/squad-200-$G runs/squad-200-gemma-ridge-emb direct,native,none
+      CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $G --dtype bf16 --modes direct,ridge \
+        --reuse-caches-from runs/squad-200-qwen-ridge-emb --out runs/squad-200-gemma-ridge-emb
+      h=$(translator_home $GEN mot=runs/train-gemma-mot-r512/translator)
+      fork $E/squad-200-$G runs/squad-200-gemma-mot-r512 direct,native,none
+      CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $G --dtype bf16 --modes direct,translated \
+        --reuse-caches-from runs/squad-200-qwen-ridge-emb --out runs/squad-200-gemma-mot-r512 ;;
+    hotpotqa)  # HotpotQA 293, budget 2k, bf16: both shipped translators per pair
+      GEN=$Q
+      h=$(translator_home $GEN mot=runs/train-qwen-mot-r512/translator ridge=runs/ship/qwen-ridge)
+      fork $E/hotpotqa-293-budget2k-$Q runs/hotpotqa-293-qwen-emb direct,native,none,native-blend
+      CAG_HOME=$h $CAG eval --dataset hotpotqa --context-budget 2048 --model $Q --dtype bf16 \
+        --modes direct,ridge --out runs/hotpotqa-293-qwen-emb
+      # translations not kept: each translator's translations of the 3,091 chunks cost 5-7 GB of disk
+      CAG_HOME=$h $CAG eval --dataset hotpotqa --context-budget 2048 --model $Q --dtype bf16 \
+        --modes direct,translated --no-keep-translated --out runs/hotpotqa-293-qwen-emb
+      GEN=$G
+      h=$(translator_home $GEN mot=runs/train-gemma-mot-r512/translator ridge=runs/ship/gemma-ridge)
+      fork $E/hotpotqa-293-budget2k-$G runs/hotpotqa-293-gemma-emb direct,native,none
+      CAG_HOME=$h $CAG eval --dataset hotpotqa --context-budget 2048 --model $G --dtype bf16 \
+        --modes direct,translated --no-keep-translated --reuse-caches-from runs/hotpotqa-293-qwen-emb \
+        --out runs/hotpotqa-293-gemma-emb ;;
+    boolq)  # BoolQ 200 (fp32): both shipped translators per pair
+      GEN=$Q
+      h=$(translator_home $GEN mot=runs/train-qwen-mot-r512/translator ridge=runs/ship/qwen-ridge)
+      fork $E/boolq-200-$Q runs/boolq-200-qwen-emb direct,native,none
+      CAG_HOME=$h $CAG eval --dataset boolq --limit 200 --model $Q --modes direct,translated,ridge --out runs/boolq-200-qwen-emb
+      GEN=$G
+      h=$(translator_home $GEN mot=runs/train-gemma-mot-r512/translator ridge=runs/ship/gemma-ridge)
+      fork $E/boolq-200-$G runs/boolq-200-gemma-emb direct,native,none
+      CAG_HOME=$h $CAG eval --dataset boolq --limit 200 --model $G --modes direct,translated,ridge \
+        --reuse-caches-from runs/boolq-200-qwen-emb --out runs/boolq-200-gemma-emb ;;
+    speed)  # TTFT of every mode at 2,160 tokens with the shipped translators (one alternating run)
+      GEN=$Q
+      h=$(translator_home $GEN mot=runs/train-qwen-mot-r512/translator ridge=runs/ship/qwen-ridge)
+      CAG_HOME=$h $PY benchmarks/bench_translated_speed.py --repeats 2 --blends 0.15,0.25,0.3,0.5 --selects deviation,query ;;
+    frontier)  # retention on SQuAD 200 against the speedup; the plot and its points
+      $PY benchmarks/plot_frontier.py --speed benchmarks/results/translated_speed-$Q.json \
+        --eval "SQuAD 200=$E/squad-200-qwen-mot-r512" \
+        --eval "SQuAD 200, query 0.15=$E/squad-200-qwen-mot-r512-blend-query-0.15" \
+        --eval "SQuAD 200, query 0.3=$E/squad-200-qwen-mot-r512-blend-query-0.3" \
+        --eval "SQuAD 200, ridge=$E/squad-200-qwen-ridge-emb" \
+        --eval "SQuAD 200, deviation 0.5=$E/squad-200-qwen2.5-coder-0.5b-blend50" ;;
+    record)  # collect the runs, ship the translators, record their QA (metrics.qa, metrics.qa_blend)
+      for run in runs/squad-200-qwen-{ridge-emb,mot-emb2,mot-r512} runs/squad-200-qwen-mot-emb2-blend-{deviation-0.15,queryall-0.15,query-0.15,query-0.3} \
+                 runs/squad-200-qwen-mot-r512-blend-query-{0.15,0.3} runs/squad-200-gemma-{ridge-emb,mot-r512} \
+                 runs/{hotpotqa-293,boolq-200}-{qwen,gemma}-emb; do
+        $PY benchmarks/collect_eval.py $run
+      done
+      for pair in $Q:qwen $G:gemma; do
+        gen=${pair%%:*}; short=${pair#*:}; stem=translators/smollm2-135m__${gen}
+        for ext in safetensors json; do
+          cp runs/train-$short-mot-r512/translator.$ext ${stem}__mot.$ext
+          cp runs/ship/$short-ridge.$ext ${stem}__ridge.$ext
+        done
+      done
+      $PY benchmarks/record_translator_qa.py $E/squad-200-qwen-ridge-emb $E/squad-200-qwen-mot-r512 \
+        $E/squad-200-qwen-mot-r512-blend-query-0.15 $E/squad-200-gemma-ridge-emb $E/squad-200-gemma-mot-r512 ;;
+    *) echo "unknown step $step" >&2; exit 1 ;;
+  esac
+done
