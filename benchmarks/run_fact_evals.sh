@@ -19,7 +19,8 @@ steps=("$@")
 source benchmarks/translator_home.sh  # translator_home GENERATOR KIND=CHECKPOINT...
 # fork SRC DST KEEP: a fork of a recorded run keeping KEEP's predictions (once)
 fork() { [ -d "$2" ] || $PY benchmarks/fork_eval_run.py "$1" "$2" --keep "$3"; }
-ridge() { $CAG train --source smollm2-135m --kind ridge --steps 0 --no-install "$@"; }
+# ridge: no token embeddings and full width unless the arguments say otherwise (the last value counts)
+ridge() { $CAG train --source smollm2-135m --kind ridge --steps 0 --target-embeddings 0 --token-rank 0 --no-install "$@"; }
 mot() { $CAG train --source smollm2-135m --target-embeddings 2 --token-rank 512 --weights-dtype int8 --no-install "$@"; }
 
 for step in "${steps[@]}"; do
@@ -39,7 +40,7 @@ for step in "${steps[@]}"; do
       ridge --target $G --windows 192 --target-embeddings 2 --token-rank 64 --data runs/data-gemma-text \
         --out runs/train-gemma-ridge-emb2-r64 ;;
     train)  # MoT: 4 experts top-2, 120 steps; full-width embeddings (not shippable: 64 MB) and the shipped form
-      $CAG train --source smollm2-135m --target $Q --kind mot --target-embeddings 2 --no-install \
+      $CAG train --source smollm2-135m --target $Q --kind mot --target-embeddings 2 --token-rank 0 --no-install \
         --data runs/data-qwen-text --out runs/train-qwen-mot-emb2
       mot --target $Q --kind mot --data runs/data-qwen-text --out runs/train-qwen-mot-r512
       mot --target $G --kind mot --windows 192 --data runs/data-gemma-text --out runs/train-gemma-mot-r512
@@ -72,7 +73,7 @@ for step in "${steps[@]}"; do
           --blend $b --blend-select $sel --out $out
       done
       h=$(translator_home $GEN mot=runs/train-qwen-mot-r512/translator)  # the shipped MoT, query selection
-      for b in 0.15 0.3; do
+      for b in 0.15 0.25; do  # 0.25: the largest share still at >= 3x on 2,160 tokens (speed step)
         out=runs/squad-200-qwen-mot-r512-blend-query-$b
         fork runs/squad-200-qwen-mot-r512 $out direct,native,none,translated
         CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated-blend \
@@ -121,12 +122,13 @@ for step in "${steps[@]}"; do
       $PY benchmarks/plot_frontier.py --speed benchmarks/results/translated_speed-$Q.json \
         --eval "SQuAD 200=$E/squad-200-qwen-mot-r512" \
         --eval "SQuAD 200, query 0.15=$E/squad-200-qwen-mot-r512-blend-query-0.15" \
-        --eval "SQuAD 200, query 0.3=$E/squad-200-qwen-mot-r512-blend-query-0.3" \
+        --eval "SQuAD 200, query 0.25=$E/squad-200-qwen-mot-r512-blend-query-0.25" \
+        --eval "SQuAD 200, full-width MoT, query 0.3=$E/squad-200-qwen-mot-emb2-blend-query-0.3:translated=full-width MoT" \
         --eval "SQuAD 200, ridge=$E/squad-200-qwen-ridge-emb" \
-        --eval "SQuAD 200, deviation 0.5=$E/squad-200-qwen2.5-coder-0.5b-blend50" ;;
+        --eval "SQuAD 200, full-width MoT, deviation 0.15=$E/squad-200-qwen-mot-emb2-blend-deviation-0.15:translated=full-width MoT" ;;
     record)  # collect the runs, ship the translators, record their QA (metrics.qa, metrics.qa_blend)
       for run in runs/squad-200-qwen-{ridge-emb,mot-emb2,mot-r512} runs/squad-200-qwen-mot-emb2-blend-{deviation-0.15,queryall-0.15,query-0.15,query-0.3} \
-                 runs/squad-200-qwen-mot-r512-blend-query-{0.15,0.3} runs/squad-200-gemma-{ridge-emb,mot-r512} \
+                 runs/squad-200-qwen-mot-r512-blend-query-{0.15,0.25} runs/squad-200-gemma-{ridge-emb,mot-r512} \
                  runs/{hotpotqa-293,boolq-200}-{qwen,gemma}-emb; do
         $PY benchmarks/collect_eval.py $run
       done

@@ -27,7 +27,7 @@ for step in "${steps[@]}"; do
         $PY benchmarks/collect_eval.py runs/boolq-200-$m
       done ;;
     cloze)  # the MoT translator trained on cloze continuations, on the same 200 SQuAD questions
-      $CAG train --source smollm2-135m --target $Q --kind mot --continuation cloze --no-install \
+      $CAG train --source smollm2-135m --target $Q --kind mot --continuation cloze --target-embeddings 0 --no-install \
         --out runs/train-smollm2-135m-$Q-mot-full-cloze --data runs/train-data-smollm2-135m-$Q-cloze
       home=$(translator_home $Q mot=runs/train-smollm2-135m-$Q-mot-full-cloze/translator)
       for d in squad boolq; do
@@ -38,7 +38,7 @@ for step in "${steps[@]}"; do
       done ;;
     cloze-equal)  # MoT and single trained alike (cloze, 384 windows, 240 steps), on the same 200 SQuAD questions
       D=runs/train-data-smollm2-135m-$Q-cloze-384
-      common="--source smollm2-135m --target $Q --continuation cloze --windows 384 --no-install --data $D"
+      common="--source smollm2-135m --target $Q --continuation cloze --windows 384 --target-embeddings 0 --no-install --data $D"
       $CAG train $common --kind ridge --out runs/train-$Q-ridge-cloze-384  # prepares the windows once
       for k in mot single; do
         OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $CAG train $common --kind $k --steps 240 --eval-every 80 \
@@ -55,7 +55,7 @@ for step in "${steps[@]}"; do
         benchmarks/results/eval/squad-200-$Q:single ;;
     attention)  # chunk attention (width 64, 4 heads) in front of the mixtures, else as cloze-equal
       D=runs/train-data-smollm2-135m-$Q-cloze-384
-      common="--source smollm2-135m --target $Q --continuation cloze --windows 384 --no-install --data $D"
+      common="--source smollm2-135m --target $Q --continuation cloze --windows 384 --target-embeddings 0 --no-install --data $D"
       for k in mot single; do
         OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $CAG train $common --kind $k --steps 240 --eval-every 80 \
           --attention-dim 64 --attention-heads 4 --out runs/train-$Q-$k-attn64-cloze-384-240 &

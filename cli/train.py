@@ -59,11 +59,14 @@ def train_command(
     target_embeddings: Annotated[int, typer.Option(min=0, help="Give every layer's translator the "
                                                                "target's own input embeddings of each "
                                                                "token and of the N-1 tokens before it "
-                                                               "(a table lookup; 0: none).")] = 0,
-    token_rank: Annotated[int, typer.Option(min=0, help="Project those embedding features to this "
-                                                        "width, one map for every layer (fitted in "
-                                                        "closed form; 0: full width). Smaller and "
-                                                        "faster translators.")] = 0,
+                                                               "(a table lookup; 0: none; the shipped "
+                                                               "translators use 2).")] = 2,
+    token_rank: Annotated[int | None, typer.Option(min=0, help="Project those embedding features to "
+                                                               "this width, one map for every layer "
+                                                               "(fitted in closed form; 0: full width; "
+                                                               "default 512 with embeddings, as "
+                                                               "shipped). Smaller and faster "
+                                                               "translators.")] = None,
     weights_dtype: Annotated[str, typer.Option(help="Saved weights: fp16, fp32, bf16 or int8 (int8 rows "
                                                     "with per-row scales: half of fp16's size).")] = "fp16",
     steps: Annotated[int, typer.Option(min=0, help="Optimizer steps.")] = 120,
@@ -117,7 +120,8 @@ def train_command(
                       heldout_corpus=[str(p) for p in heldout], kind=kind, mode=mode,
                       window=parse_layer_window(window), experts=experts, top_k=top_k, rank=rank,
                       attention_dim=attention_dim, attention_heads=attention_heads,
-                      target_embeddings=target_embeddings, token_rank=token_rank,
+                      target_embeddings=target_embeddings,
+                      token_rank=(512 if target_embeddings else 0) if token_rank is None else token_rank,
                       pairs_per_layer=source_layers,
                       windows=windows, heldout_windows=heldout_windows, chunk_tokens=chunk_tokens,
                       chunks=chunks, continuation_tokens=continuation_tokens, continuation=continuation,

@@ -169,8 +169,11 @@ def _start_or_resume(run: Path, config: dict) -> tuple:
             log.info("run %s: modes %s + %s", run, previous["modes"], config["modes"])
             atomic_write_text(path, json.dumps({**config, "modes": held}, indent=2))
             return tuple(held)
-        raise CagError(f"Run folder {run} holds a run with another config; pass another --out "
-                       "or delete that folder.")
+        differ = ", ".join(f"{k}: {previous.get(k)!r} there, {config.get(k)!r} now"
+                           for k in sorted(set(same(previous)) | set(same(config)))
+                           if previous.get(k) != config.get(k))
+        raise CagError(f"Run folder {run} holds a run with another config ({differ}); pass the same "
+                       "options, another --out, or delete that folder.")
     run.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(config, indent=2))
     return tuple(config["modes"])

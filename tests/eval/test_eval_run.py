@@ -127,7 +127,7 @@ def test_bf16_generator_run_records_its_dtype_and_resumes_runs_from_before_the_o
     # a rerun with fewer modes keeps reporting the modes the folder already holds
     assert json.loads((old / "config.json").read_text())["modes"] == ["direct", "native", "none"]
     assert json.loads((old / "metrics.json").read_text())["modes"]["native"]["n"] == 2
-    with pytest.raises(CagError, match="another config"):
+    with pytest.raises(CagError, match="another config \\(dtype: 'fp32' there, 'bf16' now\\)"):
         run_eval(config(tiny_models, tmp_path / "old", limit=2, dtype="bf16"))
 
 

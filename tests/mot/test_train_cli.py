@@ -301,7 +301,7 @@ def test_blend_modes_in_ask_and_eval(trained_store, tiny_models, tmp_path):
     assert "translated - translated-blend" in metrics["paired_differences"]
     assert metrics["modes"]["native-blend"]["bytes_stored_per_context_token"] > 0
     changed = invoke(*base, "--modes", "direct,native-blend", "--blend", 0.5)
-    assert changed.exit_code == 1 and "another config" in changed.output  # blend answers already made
+    assert changed.exit_code == 1 and "another config (blend: 1.0 there, 0.5 now)" in changed.output  # blend answers made
 
 
 def test_qa_check_records_retention_for_the_gate(tiny_models, text_corpus, tmp_path, cag_home):
