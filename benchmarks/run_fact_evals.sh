@@ -94,10 +94,10 @@ for step in "${steps[@]}"; do
       h=$(translator_home $GEN mot=runs/train-qwen-mot-r512/translator ridge=runs/ship/qwen-ridge)
       fork $E/hotpotqa-293-budget2k-$Q runs/hotpotqa-293-qwen-emb direct,native,none,native-blend
       CAG_HOME=$h $CAG eval --dataset hotpotqa --context-budget 2048 --model $Q --dtype bf16 \
-        --modes direct,ridge --out runs/hotpotqa-293-qwen-emb
+        --modes direct,ridge --blend-select deviation --out runs/hotpotqa-293-qwen-emb  # (native-blend kept: its setting)
       # translations not kept: each translator's translations of the 3,091 chunks cost 5-7 GB of disk
       CAG_HOME=$h $CAG eval --dataset hotpotqa --context-budget 2048 --model $Q --dtype bf16 \
-        --modes direct,translated --no-keep-translated --out runs/hotpotqa-293-qwen-emb
+        --modes direct,translated --blend-select deviation --no-keep-translated --out runs/hotpotqa-293-qwen-emb
       GEN=$G
       h=$(translator_home $GEN mot=runs/train-gemma-mot-r512/translator ridge=runs/ship/gemma-ridge)
       fork $E/hotpotqa-293-budget2k-$G runs/hotpotqa-293-gemma-emb direct,native,none
