@@ -19,6 +19,7 @@ from cag.models.fingerprint import sha256_hex
 from mot.translator import CHECKPOINT_FORMAT, Translator, TranslatorSpec
 
 _DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+WEIGHT_DTYPES = (*_DTYPES, "int8")  # what a translator may be saved in
 
 
 def paths(path) -> tuple[Path, Path]:
@@ -42,11 +43,15 @@ def _int8_rows(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return (w / scale.float()).round().clamp(-127, 127).to(torch.int8).contiguous(), scale.contiguous()
 
 
+def check_weight_dtype(dtype: str) -> None:
+    if dtype not in WEIGHT_DTYPES:
+        raise CagError(f"Unknown translator weight dtype {dtype!r}; choose {', '.join(WEIGHT_DTYPES)}.")
+
+
 def storable_state(translator: Translator, dtype: str) -> dict:
     """The tensors written for `dtype` (fp32, fp16, bf16, or int8: matrices as int8 rows with
     per-row scales, vectors and buffers in fp16)."""
-    if dtype not in _DTYPES and dtype != "int8":
-        raise CagError(f"Unknown translator weight dtype {dtype!r}; choose fp32, fp16, bf16 or int8.")
+    check_weight_dtype(dtype)
     state = {}
     for name, value in translator.state_dict().items():
         if dtype == "int8" and value.dim() >= 2:

@@ -29,7 +29,7 @@ from cag.kv.chunk_cache import run_prefill
 from cag.models import load_model
 from cag.models.loading import resolve_device
 from cag.prompt import prompt_layout
-from mot.checkpoint import save_translator
+from mot.checkpoint import check_weight_dtype, save_translator
 from mot.data import CONTINUATIONS, load_window, make_windows, prepare_window, read_paragraphs, save_window
 from mot.ridge import RidgeFit
 from mot.step import chunk_tokens, chunk_weights, run_window
@@ -102,8 +102,7 @@ def check_config(cfg: TrainConfig) -> None:
     if cfg.steps < 0 or cfg.windows < 1 or cfg.batch < 1:
         raise CagError("--steps must be >= 0, --windows and --batch >= 1.")
     check_attention(cfg.kind, cfg.attention_dim, cfg.attention_heads)
-    if cfg.dtype not in ("fp16", "fp32", "bf16", "int8"):
-        raise CagError(f"Unknown --weights-dtype {cfg.dtype!r}; choose fp16, fp32, bf16 or int8.")
+    check_weight_dtype(cfg.dtype)
     resolve_device(cfg.device)  # a GPU that is not there is refused before any work
 
 

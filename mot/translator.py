@@ -115,12 +115,11 @@ def make_spec(kind: str, source_lm, target_lm, pairs_per_layer: int = 2, experts
         raise CagError("--token-rank projects the target's token embeddings: set --target-embeddings too.")
     source, target = ModelSide.of(source_lm), ModelSide.of(target_lm)
     layer_map = pair_layers(source.num_layers, target.num_layers, pairs_per_layer)
+    embedding_dim = embedding_table(target_lm).shape[1] if target_embeddings else 0
     return TranslatorSpec(kind, source, target, layer_map, experts, top_k, rank, router_hidden,
                           position_dim=0 if target.is_rotary else 32, attention_dim=attention_dim,
                           attention_heads=attention_heads, target_embeddings=target_embeddings,
-                          embedding_dim=embedding_table(target_lm).shape[1] if target_embeddings else 0,
-                          token_rank=min(token_rank, target_embeddings * embedding_table(target_lm).shape[1])
-                          if target_embeddings else 0)
+                          embedding_dim=embedding_dim, token_rank=min(token_rank, target_embeddings * embedding_dim))
 
 
 def check_attention(kind: str, dim: int, heads: int) -> None:
