@@ -11,7 +11,7 @@
 
 Usage: python benchmarks/bench_translated_speed.py [--generator qwen2.5-coder-0.5b] [--repeats 3]
 Needs an installed MoT translator from the encoder to the generator (`cag train`).
-Writes benchmarks/results/translated_speed-GENERATOR.json.
+Writes benchmarks/results/translated_speed-GENERATOR.json (or --out).
 """
 
 import argparse
@@ -50,6 +50,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--blends", default="0.15,0.3,0.5", help="shares of context tokens recomputed")
     parser.add_argument("--selects", default="deviation,query", help="blend token selections (cag.kv.blend.SELECTIONS)")
+    parser.add_argument("--out", type=Path, default=None, help="result file (default benchmarks/results/"
+                        "translated_speed-GENERATOR.json)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         store_dir = Path(tmp) / "store"
@@ -108,7 +110,7 @@ def main() -> None:
               "translate_ms": round(translate_med * 1e3, 1), "generator_prefill_ms": round(prefill_med * 1e3, 1),
               "translation_cost_vs_prefill": round(translate_med / prefill_med, 4),
               "translator_parameters": translator.parameter_count()}
-    out = ROOT / "benchmarks" / "results" / f"translated_speed-{args.generator}.json"
+    out = args.out or ROOT / "benchmarks" / "results" / f"translated_speed-{args.generator}.json"
     out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
 

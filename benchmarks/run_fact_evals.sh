@@ -5,6 +5,7 @@
 # runs/ (not committed); `python benchmarks/collect_eval.py RUN` copies a run's records. All at one
 # thread per job, two jobs side by side on the 2-core CPU. Pass step names to run only some:
 #   bash benchmarks/run_fact_evals.sh data probes train ship squad blend gemma hotpotqa boolq speed record frontier
+# and the later steps (session 2026-12-02): selection gemma-blend longer
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CAG=${CAG:-.venv/bin/cag}
@@ -141,6 +142,35 @@ for step in "${steps[@]}"; do
       done
       $PY benchmarks/record_translator_qa.py $E/squad-200-qwen-ridge-emb $E/squad-200-qwen-mot-r512 \
         $E/squad-200-qwen-mot-r512-blend-query-0.15 $E/squad-200-gemma-ridge-emb $E/squad-200-gemma-mot-r512 ;;
+    selection)  # which tokens to recompute: gold-answer coverage on 150 passages outside the evaluated
+      # 200 (benchmarks/results/blend_selection-*.json), then the best-covering rule on QA at 0.25
+      $PY benchmarks/probe_blend_selection.py --count 150
+      GEN=$Q
+      h=$(translator_home $GEN mot=translators/smollm2-135m__${Q}__mot)  # the shipped MoT
+      out=runs/squad-200-qwen-mot-r512-blend-query-span-0.25
+      fork $E/squad-200-qwen-mot-r512 $out direct,native,none,translated
+      CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated-blend \
+        --blend 0.25 --blend-select query-span --out $out ;;
+    gemma-blend)  # gemma's translated-blend with the shipped MoT, query selection
+      GEN=$G
+      h=$(translator_home $GEN mot=translators/smollm2-135m__${G}__mot)
+      for b in 0.15 0.25; do
+        out=runs/squad-200-gemma-mot-r512-blend-query-$b
+        fork $E/squad-200-gemma-mot-r512 $out direct,native,none,translated
+        CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $G --dtype bf16 --modes direct,translated-blend \
+          --blend $b --blend-select query --out $out
+      done ;;
+    longer)  # the shipped MoT's recipe on every window the corpus holds (603 of 768 asked), 200 steps
+      mot --target $Q --kind mot --windows 768 --steps 200 --eval-every 50 --data runs/data-qwen-text-768 \
+        --out runs/train-qwen-mot-r512-w768
+      GEN=$Q
+      h=$(translator_home $GEN mot=runs/train-qwen-mot-r512-w768/translator)
+      fork $E/squad-200-$Q runs/squad-200-qwen-mot-w768 direct,native,none
+      CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated --out runs/squad-200-qwen-mot-w768
+      out=runs/squad-200-qwen-mot-w768-blend-query-0.25
+      fork runs/squad-200-qwen-mot-w768 $out direct,native,none,translated
+      CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated-blend \
+        --blend 0.25 --blend-select query --out $out ;;
     *) echo "unknown step $step" >&2; exit 1 ;;
   esac
 done

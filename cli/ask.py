@@ -27,7 +27,8 @@ def ask_command(
     blend: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of context tokens the -blend modes "
                                          "recompute (chosen by --blend-select).")] = DEFAULT_BLEND,
     blend_select: Annotated[str, typer.Option(help="Which tokens the -blend modes recompute: query (the tokens "
-                                              "the question attends to most), deviation (largest K/V "
+                                              "the question attends to most), query-span (those and "
+                                              "their neighbours), deviation (largest K/V "
                                               "deviation at layer 1), starts (the first tokens of "
                                               "every chunk), or random.")] = DEFAULT_BLEND_SELECT,
     min_retention: Annotated[float, typer.Option(

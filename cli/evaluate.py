@@ -47,7 +47,8 @@ def eval_command(
     blend: Annotated[float, typer.Option(min=0.0, max=1.0, help="-blend modes: share of context tokens "
                                          "the generator recomputes.")] = DEFAULT_BLEND,
     blend_select: Annotated[str, typer.Option(help="-blend modes: query (the tokens the question "
-                                              "attends to most), deviation (tokens whose stored K/V "
+                                              "attends to most), query-span (those and their "
+                                              "neighbours), deviation (tokens whose stored K/V "
                                               "deviate most at layer 1), starts (the first tokens "
                                               "of every chunk), or random.")] = DEFAULT_BLEND_SELECT,
     limit: Annotated[int | None, typer.Option(min=1, help="Examples to sample (default: all).")] = None,

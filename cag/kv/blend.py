@@ -9,6 +9,10 @@ where the answer is, which is where a translated cache's errors cost most; the q
 dropped again before the recompute. (Measured on 73 SQuAD passages translated by a MoT translator:
 the selected 15% covers 0.59 of the gold answer's tokens, against 0.28 with every question token and
 layer summed, 0.27 for deviation and 0.18 for random; on SQuAD 200 it adds 11.5 F1 over deviation.)
+"query-span": the same scores, each token's raised to the best within `SPAN_RADIUS` tokens either
+side, so a selected token brings its neighbours along: answers are spans of several tokens, and the
+question's attention peaks on some of them (on 150 SQuAD passages outside the evaluated 200:
+benchmarks/probe_blend_selection.py).
 "deviation": those whose stored K/V deviate most from the generator's own at an early layer
 (`SELECT_LAYER`); the generator computes its own K/V there by running its first layers over the
 whole context (a `(SELECT_LAYER + 1) / layers` share of a prefill), stopped by the cache. "starts":
@@ -33,8 +37,9 @@ from cag.errors import CagError
 from cag.kv.assemble import AssembledContext, native_prefix_kv
 
 SELECT_LAYER = 1  # CacheBlend's choice: layer 0's K/V hold no context, layer 1's already do
-SELECTIONS = ("deviation", "starts", "random", "query")
+SELECTIONS = ("deviation", "starts", "random", "query", "query-span")
 QUERY_TOKENS = 4  # selection "query": the attention of the prompt's last tokens (upper half of the layers)
+SPAN_RADIUS = 2  # selection "query-span": neighbours either side that share a token's score
 
 
 class _Stop(Exception):
@@ -100,11 +105,13 @@ def deviation_scores(lm, context: AssembledContext, layer: int = SELECT_LAYER) -
 
 
 @torch.no_grad()
-def query_scores(lm, context: AssembledContext, question_ids) -> torch.Tensor:
-    """(T,) per context token: the attention the question's last `QUERY_TOKENS` tokens pay it with
-    the generator reading the question right after the stored context, summed over the upper half
-    of the layers, heads and those tokens. Attention weights need the eager implementation for this
-    one forward; the cache is cropped back to the context afterwards."""
+def query_scores(lm, context: AssembledContext, question_ids, last_tokens: int = QUERY_TOKENS,
+                 from_layer: float = 0.5) -> torch.Tensor:
+    """(T,) per context token: the attention the question's last `last_tokens` tokens pay it with
+    the generator reading the question right after the stored context, summed over the layers from
+    `from_layer` (a share of the depth: 0.5 = the upper half), heads and those tokens. Attention
+    weights need the eager implementation for this one forward; the cache is cropped back to the
+    context afterwards."""
     from mot.diagnostics import decoder_layers
     ids = torch.as_tensor(list(question_ids), dtype=torch.int64)
     if ids.numel() == 0:
@@ -114,12 +121,18 @@ def query_scores(lm, context: AssembledContext, question_ids) -> torch.Tensor:
 
     def record(module, args, output):
         weights = output[1]  # (1, H, q, length + q)
-        scores.add_(weights[0, :, -QUERY_TOKENS:, p:length].float().sum((0, 1)).cpu())
+        scores.add_(weights[0, :, -last_tokens:, p:length].float().sum((0, 1)).cpu())
 
     attention = [getattr(layer, "self_attn", None) or layer.attn for layer in decoder_layers(model)]
-    hooks = [module.register_forward_hook(record) for module in attention[len(attention) // 2:]]
+    first = int(len(attention) * from_layer)
+    hooks = [module.register_forward_hook(record) for module in attention[first:]]
     implementation = model.config._attn_implementation
     model.set_attn_implementation("eager")
+    # sliding-window layers drop their oldest K/V once context + question pass the window; recording
+    # keeps them until the crop below, so the context comes back whole
+    windowed = [layer for layer in context.cache.layers if getattr(layer, "record_past", True) is False]
+    for layer in windowed:
+        layer.record_past = True
     try:
         positions = torch.arange(length, length + ids.numel(), device=lm.device)[None]
         model(input_ids=ids[None].to(lm.device), position_ids=positions, cache=context.cache, use_cache=True,
@@ -131,7 +144,17 @@ def query_scores(lm, context: AssembledContext, question_ids) -> torch.Tensor:
         added = context.cache.get_seq_length() - length
         if added > 0:
             context.cache.crop(-added)
+        for layer in windowed:
+            layer.record_past = False
     return scores
+
+
+def widen_to_spans(scores: torch.Tensor, radius: int = SPAN_RADIUS) -> torch.Tensor:
+    """(T,) each token's score raised to the highest within `radius` tokens either side; a peak
+    keeps a hair more than its plateau, so with a budget smaller than the plateau the peak stays."""
+    pooled = torch.nn.functional.max_pool1d(scores[None, None].float(), kernel_size=2 * radius + 1,
+                                            stride=1, padding=radius)[0, 0]  # (T,)
+    return pooled + 1e-6 * scores
 
 
 def select_tokens(scores: torch.Tensor, fraction: float) -> torch.Tensor:
@@ -174,7 +197,8 @@ def blend(lm, context: AssembledContext, fraction: float, select: str = DEFAULT_
     else:
         scores = {"deviation": lambda: deviation_scores(lm, context, layer),
                   "starts": lambda: start_scores(context), "random": lambda: random_scores(context),
-                  "query": lambda: query_scores(lm, context, question_ids or ())}[select]()
+                  "query": lambda: query_scores(lm, context, question_ids or ()),
+                  "query-span": lambda: widen_to_spans(query_scores(lm, context, question_ids or ()))}[select]()
     chosen = select_tokens(scores, fraction) + p  # (S,) cache indices == positions
     recompute_in_place(lm, context, chosen)
     return context, int(chosen.numel())

@@ -167,9 +167,64 @@ def test_query_selection_reads_the_question_attention_and_leaves_the_cache_as_it
     upper = weights[len(weights) // 2:]  # the upper half of the layers, the prompt's last tokens
     expected = sum(w[0, :, -QUERY_TOKENS:, p:n].sum((0, 1)) for w in upper)
     torch.testing.assert_close(scores, expected, atol=1e-4, rtol=1e-4)
+    # other token counts and layer ranges: the same sums over those tokens and layers
+    every_layer_last1 = query_scores(lm, native, question, last_tokens=1, from_layer=0.0)
+    torch.testing.assert_close(every_layer_last1, sum(w[0, :, -1:, p:n].sum((0, 1)) for w in weights),
+                               atol=1e-4, rtol=1e-4)
+    assert not torch.allclose(every_layer_last1, scores)
     assert lm.model.config._attn_implementation == "sdpa"
     _, count = blend(lm, native, 0.3, select="query", question_ids=question)
     assert count > 0
     assert_same_kv(kv(native), want)  # an exact cache stays exact
     with pytest.raises(CagError, match="needs the question"):
         blend(lm, native, 0.3, select="query")
+    for select in ("query", "query-span"):  # the selections differ, the same number of tokens
+        _, split = contexts(lm)
+        assert blend(lm, split, 0.3, select=select, question_ids=question)[1] == count
+
+
+def test_span_widening_lifts_the_neighbours_of_a_peak_and_keeps_the_peak_first():
+    from cag.kv.blend import select_tokens, widen_to_spans
+    scores = torch.tensor([0.0, 0.1, 0.0, 0.0, 5.0, 0.0, 0.0, 0.0, 0.2, 0.0])
+    widened = widen_to_spans(scores, radius=2)
+    assert widened[2:7].min() >= 5.0 and widened[0] < 1.0 and widened[9] < 1.0
+    assert select_tokens(widened, 0.1).tolist() == [4]  # a budget of one: the peak itself
+    assert select_tokens(widened, 0.5).tolist() == [2, 3, 4, 5, 6]  # its span
+    assert select_tokens(scores, 0.5).tolist() != [2, 3, 4, 5, 6]
+
+
+def test_query_selection_on_a_sliding_window_generator_when_context_and_question_pass_the_window():
+    """gemma3's sliding layers drop their oldest K/V once the question pushes past the window: the
+    question pass must still leave the whole context cached, and read the same attention sums."""
+    from cag.kv.blend import query_scores
+    probe = tiny_lm("gemma3", sliding_window=512)
+    length = contexts(probe)[0].length
+    lm = tiny_lm("gemma3", sliding_window=length + 2)  # the context fits, context + question does not
+    native, _ = contexts(lm)
+    want = kv(native)
+    question = tiny_tokenizer()(" Who wrote the report in the end?", add_special_tokens=False).input_ids
+    assert native.length + len(question) > length + 2
+    scores = query_scores(lm, native, question)
+    assert native.cache.get_seq_length() == native.length
+    assert_same_kv(kv(native), want, atol=0)
+    assert all(getattr(layer, "record_past", False) is False for layer in native.cache.layers)
+    # the same sums as one eager forward over prefix + context + question, no cache (sliding masks)
+    from cag.kv.blend import QUERY_TOKENS
+    from mot.diagnostics import decoder_layers
+    p, n = native.prefix_tokens, native.length
+    weights = []
+    hooks = [(getattr(layer, "self_attn", None) or layer.attn).register_forward_hook(
+        lambda module, args, out: weights.append(out[1])) for layer in decoder_layers(lm.model)]
+    lm.model.set_attn_implementation("eager")
+    try:
+        with torch.no_grad():
+            lm.model(input_ids=torch.cat([native.input_ids, torch.tensor(question)])[None])
+    finally:
+        lm.model.set_attn_implementation("sdpa")
+        for hook in hooks:
+            hook.remove()
+    expected = sum(w[0, :, -QUERY_TOKENS:, p:n].sum((0, 1)) for w in weights[len(weights) // 2:])
+    torch.testing.assert_close(scores, expected, atol=1e-4, rtol=1e-4)
+    # the generation after it still works: a blend, then the question read over the whole context
+    _, count = blend(lm, native, 0.3, select="query", question_ids=question)
+    assert count > 0 and native.cache.get_seq_length() == native.length

@@ -1,0 +1,121 @@
+"""Which context tokens should a translated-blend recompute? For SQuAD questions *not* in the
+evaluated 200 (by default the next 100 distinct passages of the same seeded draw), translate each
+passage with the installed MoT translator and measure, per selection rule and recomputed share, the
+share of the gold answer's tokens selected ("coverage"). The answer is where a translated cache's
+errors cost most, so coverage predicts what a selection rule is worth before a QA run of it.
+
+    python benchmarks/probe_blend_selection.py [--offset 200 --count 100 --fractions 0.15,0.25]
+
+Rules: query (cag.kv.blend's default: the prompt's last 4 tokens, upper half of the layers);
+query-last1 / query-last8 / query-all (the last 1, 8, every question token); query-layers-all /
+query-layers-top (every layer / the top quarter); query-dilated-R, query-last1-dilated-R (those
+scores max-pooled over each token and R neighbours either side, so a selected answer token brings
+its span along);
+deviation; random. Writes benchmarks/results/blend_selection-MODEL.json.
+"""
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from cag.ask import build_context  # noqa: E402
+from cag.defaults import DEFAULT_GENERATOR  # noqa: E402
+from cag.kv.blend import (deviation_scores, query_scores, random_scores, select_tokens,  # noqa: E402
+                          widen_to_spans)
+from cag.models import load_model  # noqa: E402
+from cag.progress import Progress  # noqa: E402
+from cag.prompt import prompt_layout  # noqa: E402
+from eval.datasets import load_examples, resolve_dataset, sample  # noqa: E402
+from eval.runner import EvalConfig, _build_store, _context_rows  # noqa: E402
+
+
+def answer_positions(rows: list, passage: str, answer: str, answer_start: int, tokenizer,
+                     context_ids: torch.Tensor) -> list | None:
+    """Indices into the context tokens (after the prefix) of the tokens overlapping the gold
+    answer; None where the chunk texts cannot be located or retokenize differently."""
+    positions, offset, cursor = [], 0, 0
+    lo, hi = answer_start, answer_start + len(answer)
+    for row in rows:
+        at = passage.find(row.text, cursor)
+        if at < 0:
+            return None
+        encoded = tokenizer(row.text, add_special_tokens=False, return_offsets_mapping=True)
+        ids = encoded["input_ids"]
+        if context_ids[offset:offset + len(ids)].tolist() != ids:
+            return None
+        positions += [offset + i for i, (a, b) in enumerate(encoded["offset_mapping"])
+                      if at + a < hi and at + b > lo]
+        offset, cursor = offset + len(ids), at + len(row.text)
+    return positions if offset == context_ids.numel() and positions else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=DEFAULT_GENERATOR)
+    parser.add_argument("--offset", type=int, default=200, help="skip the first N passages (the evaluated ones)")
+    parser.add_argument("--count", type=int, default=100)
+    parser.add_argument("--fractions", default="0.15,0.25")
+    parser.add_argument("--radii", default="1,2,3,4", help="query-dilated: neighbours either side")
+    parser.add_argument("--run", default="runs/probe-blend-selection", help="run folder (the store)")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    fractions = [float(f) for f in args.fractions.split(",")]
+
+    path, task = resolve_dataset("squad", None)
+    examples = sample(load_examples(path, task), task, args.offset + args.count, 0)[args.offset:]
+    config = EvalConfig(dataset="squad", model=args.model, modes=("translated",), out=args.run)
+    store, locators = _build_store(Path(args.run), config, task, examples, ("translated",), Progress())
+    lm = load_model(args.model, "fp32", "cpu")
+    layout = prompt_layout(lm.tokenizer)
+
+    query_variants = {"query": {}, "query-last1": {"last_tokens": 1}, "query-last8": {"last_tokens": 8},
+                      "query-all": {"last_tokens": 10_000}, "query-layers-all": {"from_layer": 0.0},
+                      "query-layers-top": {"from_layer": 0.75}}
+    radii = [int(r) for r in args.radii.split(",")]
+    dilated = [(base, r) for base in ("query", "query-last1") for r in radii]
+    rules = (*query_variants, *(f"{base}-dilated-{r}" for base, r in dilated), "deviation", "random")
+    covered = {(r, f): [] for r in rules for f in fractions}
+    skipped, start = 0, time.perf_counter()
+    for n, (example, locs) in enumerate(zip(examples, locators), 1):
+        rows = _context_rows(store, locs, example, config, None)
+        timings = {"load": 0.0, "assemble": 0.0}
+        q_ids = layout.question_ids(lm.tokenizer, example["question"])
+        context, _, _ = build_context("translated", store, lm, layout, rows, timings, question_ids=q_ids)
+        p = context.prefix_tokens
+        gold = answer_positions(rows, example["context"], example["answers"][0],
+                                example["answer_starts"][0], lm.tokenizer, context.input_ids[p:])
+        if gold is None:
+            skipped += 1
+            continue
+        scores = {name: query_scores(lm, context, q_ids, **kw) for name, kw in query_variants.items()}
+        scores |= {f"{base}-dilated-{r}": widen_to_spans(scores[base], r) for base, r in dilated}
+        scores |= {"deviation": deviation_scores(lm, context), "random": random_scores(context)}
+        gold = torch.tensor(gold)
+        for rule in rules:
+            for f in fractions:
+                chosen = select_tokens(scores[rule], f)
+                covered[rule, f].append(float(torch.isin(gold, chosen).float().mean()))
+        print(f"\r{n}/{len(examples)} passages ({time.perf_counter() - start:.0f} s)", end="", file=sys.stderr)
+    print(file=sys.stderr)
+
+    result = {"model": args.model, "offset": args.offset, "count": args.count, "skipped": skipped,
+              "coverage": {}}
+    print(f"gold-answer coverage over {len(examples) - skipped} passages ({skipped} skipped):")
+    print("rule            " + "".join(f"{f:>8}" for f in fractions))
+    for rule in rules:
+        values = [sum(covered[rule, f]) / max(1, len(covered[rule, f])) for f in fractions]
+        result["coverage"][rule] = {str(f): round(v, 4) for f, v in zip(fractions, values)}
+        print(f"{rule:<16}" + "".join(f"{v:8.3f}" for v in values))
+    out = Path(args.out or f"benchmarks/results/blend_selection-{args.model}.json")
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
