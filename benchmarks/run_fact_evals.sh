@@ -170,7 +170,14 @@ for step in "${steps[@]}"; do
       out=runs/squad-200-qwen-mot-w768-blend-query-0.25
       fork runs/squad-200-qwen-mot-w768 $out direct,native,none,translated
       CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated-blend \
-        --blend 0.25 --blend-select query --out $out ;;
+        --blend 0.25 --blend-select query --out $out
+      mot --target $G --kind mot --windows 768 --steps 200 --eval-every 50 --data runs/data-gemma-text-768 \
+        --out runs/train-gemma-mot-r512-w768
+      GEN=$G
+      h=$(translator_home $GEN mot=runs/train-gemma-mot-r512-w768/translator)
+      fork $E/squad-200-$G runs/squad-200-gemma-mot-w768 direct,native,none
+      CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $G --dtype bf16 --modes direct,translated \
+        --reuse-caches-from runs/squad-200-qwen-mot-w768 --out runs/squad-200-gemma-mot-w768 ;;
     *) echo "unknown step $step" >&2; exit 1 ;;
   esac
 done

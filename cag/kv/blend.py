@@ -10,9 +10,11 @@ dropped again before the recompute. (Measured on 73 SQuAD passages translated by
 the selected 15% covers 0.59 of the gold answer's tokens, against 0.28 with every question token and
 layer summed, 0.27 for deviation and 0.18 for random; on SQuAD 200 it adds 11.5 F1 over deviation.)
 "query-span": the same scores, each token's raised to the best within `SPAN_RADIUS` tokens either
-side, so a selected token brings its neighbours along: answers are spans of several tokens, and the
-question's attention peaks on some of them (on 150 SQuAD passages outside the evaluated 200:
-benchmarks/probe_blend_selection.py).
+side, so a selected token brings its neighbours along (answers are spans). It covers more of the
+gold answer (0.742 against 0.695 at 25% on 150 SQuAD passages outside the evaluated 200,
+benchmarks/probe_blend_selection.py) yet answers worse on SQuAD 200 (-4.47 F1 [-8.42, -0.79] at
+0.25): the tokens worth repairing are those the question reads, not only the answer's. Kept as a
+measured alternative, like deviation and random.
 "deviation": those whose stored K/V deviate most from the generator's own at an early layer
 (`SELECT_LAYER`); the generator computes its own K/V there by running its first layers over the
 whole context (a `(SELECT_LAYER + 1) / layers` share of a prefill), stopped by the cache. "starts":

@@ -37,6 +37,23 @@ def assert_same_kv(a, b, atol=1e-4):
         torch.testing.assert_close(va, vb, atol=atol, rtol=1e-4)
 
 
+def eager_attention(lm, ids):
+    """[(1, H, T, T)] every layer's attention weights from one eager forward over `ids`, no cache."""
+    from mot.diagnostics import decoder_layers
+    weights = []
+    hooks = [(getattr(layer, "self_attn", None) or layer.attn).register_forward_hook(
+        lambda module, args, out: weights.append(out[1])) for layer in decoder_layers(lm.model)]
+    lm.model.set_attn_implementation("eager")
+    try:
+        with torch.no_grad():
+            lm.model(input_ids=ids[None])
+    finally:
+        lm.model.set_attn_implementation("sdpa")
+        for hook in hooks:
+            hook.remove()
+    return weights
+
+
 @pytest.mark.parametrize("family", ROTARY)
 def test_recomputing_every_token_gives_the_native_cache(family):
     lm = model(family)
@@ -141,7 +158,6 @@ def test_starts_selection_takes_the_first_tokens_of_every_chunk():
 @pytest.mark.parametrize("family", ROTARY)
 def test_query_selection_reads_the_question_attention_and_leaves_the_cache_as_it_was(family):
     from cag.kv.blend import query_scores
-    from mot.diagnostics import decoder_layers
     lm = model(family)
     native, _ = contexts(lm)
     want = kv(native)
@@ -151,18 +167,7 @@ def test_query_selection_reads_the_question_attention_and_leaves_the_cache_as_it
     assert_same_kv(kv(native), want, atol=0)
     # the same sums from one eager forward over prefix + context + question, no cache
     p, n = native.prefix_tokens, native.length
-    ids = torch.cat([native.input_ids, torch.tensor(question)])
-    weights = []
-    hooks = [(getattr(layer, "self_attn", None) or layer.attn).register_forward_hook(
-        lambda module, args, out: weights.append(out[1])) for layer in decoder_layers(lm.model)]
-    lm.model.set_attn_implementation("eager")
-    try:
-        with torch.no_grad():
-            lm.model(input_ids=ids[None])
-    finally:
-        lm.model.set_attn_implementation("sdpa")
-        for hook in hooks:
-            hook.remove()
+    weights = eager_attention(lm, torch.cat([native.input_ids, torch.tensor(question)]))
     from cag.kv.blend import QUERY_TOKENS
     upper = weights[len(weights) // 2:]  # the upper half of the layers, the prompt's last tokens
     expected = sum(w[0, :, -QUERY_TOKENS:, p:n].sum((0, 1)) for w in upper)
@@ -210,19 +215,8 @@ def test_query_selection_on_a_sliding_window_generator_when_context_and_question
     assert all(getattr(layer, "record_past", False) is False for layer in native.cache.layers)
     # the same sums as one eager forward over prefix + context + question, no cache (sliding masks)
     from cag.kv.blend import QUERY_TOKENS
-    from mot.diagnostics import decoder_layers
     p, n = native.prefix_tokens, native.length
-    weights = []
-    hooks = [(getattr(layer, "self_attn", None) or layer.attn).register_forward_hook(
-        lambda module, args, out: weights.append(out[1])) for layer in decoder_layers(lm.model)]
-    lm.model.set_attn_implementation("eager")
-    try:
-        with torch.no_grad():
-            lm.model(input_ids=torch.cat([native.input_ids, torch.tensor(question)])[None])
-    finally:
-        lm.model.set_attn_implementation("sdpa")
-        for hook in hooks:
-            hook.remove()
+    weights = eager_attention(lm, torch.cat([native.input_ids, torch.tensor(question)]))
     expected = sum(w[0, :, -QUERY_TOKENS:, p:n].sum((0, 1)) for w in weights[len(weights) // 2:])
     torch.testing.assert_close(scores, expected, atol=1e-4, rtol=1e-4)
     # the generation after it still works: a blend, then the question read over the whole context
