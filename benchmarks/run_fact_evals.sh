@@ -177,7 +177,14 @@ for step in "${steps[@]}"; do
       h=$(translator_home $GEN mot=runs/train-gemma-mot-r512-w768/translator)
       fork $E/squad-200-$G runs/squad-200-gemma-mot-w768 direct,native,none
       CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $G --dtype bf16 --modes direct,translated \
-        --reuse-caches-from runs/squad-200-qwen-mot-w768 --out runs/squad-200-gemma-mot-w768 ;;
+        --reuse-caches-from runs/squad-200-qwen-mot-w768 --out runs/squad-200-gemma-mot-w768
+      fork $E/boolq-200-gemma-emb runs/boolq-200-gemma-mot-w768 direct,native,none,ridge
+      CAG_HOME=$h $CAG eval --dataset boolq --limit 200 --model $G --modes direct,translated \
+        --out runs/boolq-200-gemma-mot-w768
+      # shipped as gemma's MoT: translators/, then its SQuAD retention recorded for --mode auto
+      cp runs/train-gemma-mot-r512-w768/translator.safetensors translators/smollm2-135m__${G}__mot.safetensors
+      cp runs/train-gemma-mot-r512-w768/translator.json translators/smollm2-135m__${G}__mot.json
+      $PY benchmarks/record_translator_qa.py $E/squad-200-gemma-mot-w768 ;;
     *) echo "unknown step $step" >&2; exit 1 ;;
   esac
 done
