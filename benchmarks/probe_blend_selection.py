@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cag.ask import build_context  # noqa: E402
 from cag.defaults import DEFAULT_GENERATOR  # noqa: E402
+from cag.kv.chunk_cache import tokenize_chunk  # noqa: E402
 from cag.kv.blend import (deviation_scores, query_scores, random_scores, select_tokens,  # noqa: E402
                           widen_to_spans)
 from cag.models import load_model  # noqa: E402
@@ -47,12 +48,10 @@ def answer_positions(rows: list, passage: str, answer: str, answer_start: int, t
         at = passage.find(row.text, cursor)
         if at < 0:
             return None
-        encoded = tokenizer(row.text, add_special_tokens=False, return_offsets_mapping=True)
-        ids = encoded["input_ids"]
-        if context_ids[offset:offset + len(ids)].tolist() != ids:
+        ids, spans = tokenize_chunk(tokenizer, row.text)  # as the translator tokenizes a chunk
+        if not torch.equal(context_ids[offset:offset + len(ids)], ids):
             return None
-        positions += [offset + i for i, (a, b) in enumerate(encoded["offset_mapping"])
-                      if at + a < hi and at + b > lo]
+        positions += [offset + i for i, (a, b) in enumerate(spans.tolist()) if at + a < hi and at + b > lo]
         offset, cursor = offset + len(ids), at + len(row.text)
     return positions if offset == context_ids.numel() and positions else None
 

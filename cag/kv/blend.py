@@ -134,7 +134,7 @@ def query_scores(lm, context: AssembledContext, question_ids, last_tokens: int =
     # keeps them until the crop below, so the context comes back whole
     windowed = [layer for layer in context.cache.layers if getattr(layer, "record_past", True) is False]
     for layer in windowed:
-        layer.record_past = True
+        layer.activate_past_recording()
     try:
         positions = torch.arange(length, length + ids.numel(), device=lm.device)[None]
         model(input_ids=ids[None].to(lm.device), position_ids=positions, cache=context.cache, use_cache=True,
