@@ -10,7 +10,9 @@ SRC may also be a recorded run in benchmarks/results/eval/ (config and predictio
 fork's first eval then writes the passages and ingests its store again, for the modes it runs.
 
 `--limit N` forks the first N examples of the run's sample (the examples `cag eval --limit N` with the
-same seed draws): a cheaper experiment on a subset that still reuses the kept predictions.
+same seed draws): a cheaper experiment on a subset that still reuses the kept predictions. A larger N
+than the run's extends it: eval's sample with a seed is prefix-stable (its first examples are the
+run's), so `cag eval --limit N` then answers only the examples the run did not hold.
 
 Usage: python benchmarks/fork_eval_run.py SRC DST [--keep direct,native,none] [--limit N]
 """
@@ -32,9 +34,9 @@ def fork(src: Path, dst: Path, keep: list[str], limit: int | None = None) -> Non
     if dst.exists():
         raise SystemExit(f"{dst} exists; remove it first.")
     config = json.loads((src / "config.json").read_text())
-    if limit is not None and config.get("limit") is not None and limit > config["limit"]:
-        raise SystemExit(f"{src} holds {config['limit']} examples; --limit {limit} would need more.")
-    ids = subset_ids(config, limit) if limit is not None else None
+    if limit is not None and config.get("limit") is None:
+        raise SystemExit(f"{src} holds every example of its dataset; --limit cannot extend it.")
+    ids = subset_ids(config, limit) if limit is not None and limit < config["limit"] else None
     dst.mkdir(parents=True)
     if (src / "store").is_dir():
         shutil.copytree(src / "contexts", dst / "contexts")

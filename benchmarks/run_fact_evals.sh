@@ -6,6 +6,7 @@
 # thread per job, two jobs side by side on the 2-core CPU. Pass step names to run only some:
 #   bash benchmarks/run_fact_evals.sh data probes train ship squad blend gemma hotpotqa boolq speed record frontier
 # and the later steps (session 2026-12-02): selection gemma-blend longer
+# (session 2026-12-02, second): hotpotqa-gemma squad-400 cloze-tune oracle
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CAG=${CAG:-.venv/bin/cag}
@@ -119,11 +120,12 @@ for step in "${steps[@]}"; do
       GEN=$Q
       h=$(translator_home $GEN mot=runs/train-qwen-mot-r512/translator ridge=runs/ship/qwen-ridge)
       CAG_HOME=$h $PY benchmarks/bench_translated_speed.py --repeats 2 --blends 0.15,0.25,0.3,0.5 --selects deviation,query ;;
-    frontier)  # retention on SQuAD 200 against the speedup; the plot and its points
+    frontier)  # retention on SQuAD (the shipped MoT's points on 400 questions, the others on 200)
+      # against the speedup; the plot and its points
       $PY benchmarks/plot_frontier.py --speed benchmarks/results/translated_speed-$Q.json \
+        --eval "SQuAD 400=$E/squad-400-qwen-mot-r512-blend-query-0.25" \
+        --eval "SQuAD 400=$E/squad-400-qwen-mot-r512-blend-query-0.15" \
         --eval "SQuAD 200=$E/squad-200-qwen-mot-r512" \
-        --eval "SQuAD 200, query 0.15=$E/squad-200-qwen-mot-r512-blend-query-0.15" \
-        --eval "SQuAD 200, query 0.25=$E/squad-200-qwen-mot-r512-blend-query-0.25" \
         --eval "SQuAD 200, full-width MoT, query 0.3=$E/squad-200-qwen-mot-emb2-blend-query-0.3:translated=full-width MoT" \
         --eval "SQuAD 200, ridge=$E/squad-200-qwen-ridge-emb" \
         --eval "SQuAD 200, full-width MoT, deviation 0.15=$E/squad-200-qwen-mot-emb2-blend-deviation-0.15:translated=full-width MoT" ;;
@@ -185,6 +187,54 @@ for step in "${steps[@]}"; do
       cp runs/train-gemma-mot-r512-w768/translator.safetensors translators/smollm2-135m__${G}__mot.safetensors
       cp runs/train-gemma-mot-r512-w768/translator.json translators/smollm2-135m__${G}__mot.json
       $PY benchmarks/record_translator_qa.py $E/squad-200-gemma-mot-w768 ;;
+    hotpotqa-gemma)  # HotpotQA 293 with gemma's shipped MoT (603 windows); direct/native/none kept
+      GEN=$G
+      h=$(translator_home $GEN mot=translators/smollm2-135m__${G}__mot)
+      fork $E/hotpotqa-293-budget2k-$G runs/hotpotqa-293-gemma-w768 direct,native,none
+      CAG_HOME=$h $CAG eval --dataset hotpotqa --context-budget 2048 --model $G --dtype bf16 \
+        --modes direct,translated --no-keep-translated --out runs/hotpotqa-293-gemma-w768
+      $PY benchmarks/collect_eval.py runs/hotpotqa-293-gemma-w768 ;;
+    squad-400)  # the frontier point (qwen, blend 0.25, query) on 200 more SQuAD questions: the run
+      # extended to 400 (eval's seeded sample is prefix-stable), its 200 predictions kept
+      GEN=$Q
+      h=$(translator_home $GEN mot=translators/smollm2-135m__${Q}__mot)
+      out=runs/squad-400-qwen-mot-r512-blend-query-0.25
+      [ -d $out ] || $PY benchmarks/fork_eval_run.py $E/squad-200-qwen-mot-r512-blend-query-0.25 $out \
+        --keep direct,translated,translated-blend --limit 400
+      CAG_HOME=$h $CAG eval --dataset squad --limit 400 --model $Q --modes direct,translated,translated-blend \
+        --blend 0.25 --blend-select query --out $out
+      # blend 0.15 (auto's recorded setting) on the same 400: its recorded 200 answers kept
+      out15=runs/squad-400-qwen-mot-r512-blend-query-0.15
+      if [ ! -d $out15 ]; then
+        $PY benchmarks/fork_eval_run.py $out $out15 --keep direct,translated
+        grep '"mode": "translated-blend"' $E/squad-200-qwen-mot-r512-blend-query-0.15/predictions.jsonl >> $out15/predictions.jsonl
+      fi
+      CAG_HOME=$h $CAG eval --dataset squad --limit 400 --model $Q --modes direct,translated,translated-blend \
+        --blend 0.15 --blend-select query --out $out15
+      $PY benchmarks/collect_eval.py $out
+      $PY benchmarks/collect_eval.py $out15
+      $PY benchmarks/record_translator_qa.py $E/squad-400-qwen-mot-r512-blend-query-0.15 ;;  # auto's records
+    cloze-tune)  # the shipped qwen MoT trained on further on cloze continuations (a question about one
+      # fact of the context + the generator's own answer read from the text): windows of the data step
+      ridge --target $Q --continuation cloze --target-embeddings 2 --data runs/data-qwen-cloze \
+        --out runs/train-qwen-ridge-emb2-cloze  # (prepares the windows; the cloze ridge fit)
+      mot --target $Q --kind mot --continuation cloze --steps 0 --init translators/smollm2-135m__${Q}__mot \
+        --data runs/data-qwen-cloze --out runs/train-qwen-mot-r512-cloze-start  # the start's cloze KL
+      mot --target $Q --kind mot --continuation cloze --lr 5e-4 --init translators/smollm2-135m__${Q}__mot \
+        --data runs/data-qwen-cloze --out runs/train-qwen-mot-r512-cloze-tuned
+      GEN=$Q
+      h=$(translator_home $GEN mot=runs/train-qwen-mot-r512-cloze-tuned/translator)
+      fork $E/squad-200-qwen-mot-r512 runs/squad-200-qwen-mot-cloze-tuned direct,native,none
+      CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated \
+        --out runs/squad-200-qwen-mot-cloze-tuned
+      # (its blend 0.25 run was stopped after full translation showed no change: not recorded)
+      $PY benchmarks/collect_eval.py runs/squad-200-qwen-mot-cloze-tuned
+      $PY benchmarks/collect_training.py runs/train-qwen-ridge-emb2-cloze runs/train-qwen-mot-r512-cloze-start \
+        runs/train-qwen-mot-r512-cloze-tuned ;;
+    oracle)  # where full translation loses the facts: translated caches with some K/V made native
+      GEN=$Q
+      h=$(translator_home $GEN mot=translators/smollm2-135m__${Q}__mot)
+      CAG_HOME=$h $PY benchmarks/probe_layer_oracle.py --count 80 ;;
     *) echo "unknown step $step" >&2; exit 1 ;;
   esac
 done

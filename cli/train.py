@@ -94,6 +94,10 @@ def train_command(
     data: Annotated[Path | None, typer.Option(help="Folder for the prepared windows (default OUT/data); "
                                                    "runs with the same models and window settings "
                                                    "can share it.")] = None,
+    init: Annotated[Path | None, typer.Option(help="Continue from this trained translator (NAME or "
+                                                   "NAME.safetensors, the same options) instead of "
+                                                   "the ridge start, e.g. a text-trained MoT tuned "
+                                                   "on --continuation cloze.")] = None,
     install: Annotated[bool, typer.Option(help="Copy the result into $CAG_HOME/translators/ so ask "
                                                "and eval find it.")] = True,
     out: Annotated[Path | None, typer.Option(help="Run folder (default runs/train-SOURCE-TARGET-KIND-MODE). "
@@ -127,7 +131,8 @@ def train_command(
                       chunks=chunks, continuation_tokens=continuation_tokens, continuation=continuation,
                       answer_tokens=answer_tokens, steps=steps, batch=batch,
                       lr=lr, eval_every=eval_every, checkpoint_every=checkpoint_every, seed=seed,
-                      device=device, dtype=weights_dtype, data=str(data) if data else None)
+                      device=device, dtype=weights_dtype, data=str(data) if data else None,
+                      init=str(init) if init else None)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                TextColumn("{task.fields[info]}"))
     with progress_display(*columns) as progress:

@@ -29,7 +29,7 @@ from cag.kv.chunk_cache import run_prefill
 from cag.models import load_model
 from cag.models.loading import resolve_device
 from cag.prompt import prompt_layout
-from mot.checkpoint import check_weight_dtype, save_translator
+from mot.checkpoint import check_weight_dtype, load_translator, read_record, save_translator
 from mot.data import CONTINUATIONS, load_window, make_windows, prepare_window, read_paragraphs, save_window
 from mot.ridge import RidgeFit
 from mot.step import chunk_tokens, chunk_weights, run_window
@@ -82,6 +82,7 @@ class TrainConfig:
     device: str = "cpu"
     dtype: str = "fp16"  # of the saved translator weights
     data: str | None = None  # prepared windows folder (default OUT/data); shareable between runs
+    init: str | None = None  # a trained translator to continue from (instead of the ridge start)
 
 
 class Progress:
@@ -99,6 +100,8 @@ def check_config(cfg: TrainConfig) -> None:
         raise CagError(f"Unknown mode {cfg.mode!r}; choose full or window.")
     if cfg.continuation not in CONTINUATIONS:
         raise CagError(f"Unknown continuation {cfg.continuation!r}; choose {' or '.join(CONTINUATIONS)}.")
+    if cfg.init and cfg.kind == "ridge":
+        raise CagError("--init continues training a translator; kind ridge has no training (use mot or single).")
     if cfg.steps < 0 or cfg.windows < 1 or cfg.batch < 1:
         raise CagError("--steps must be >= 0, --windows and --batch >= 1.")
     check_attention(cfg.kind, cfg.attention_dim, cfg.attention_heads)
@@ -136,20 +139,27 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> Path:
     spec = make_spec(cfg.kind, source, target, cfg.pairs_per_layer, cfg.experts, cfg.top_k, cfg.rank,
                      cfg.router_hidden, cfg.attention_dim, cfg.attention_heads, cfg.target_embeddings,
                      cfg.token_rank)
-    translator = Translator(spec).to(cfg.device)
     prefix_kv = run_prefill(target.model, torch.tensor(t_prefix), torch.arange(len(t_prefix))) if t_prefix else None
     started = time.perf_counter()
-    ridge = _fit_ridge(translator, target, train_set, len(t_prefix), cfg, progress)
-    log.info("ridge fit on %d tokens in %.1f s", ridge["tokens"], time.perf_counter() - started)
-    ridge["seconds"] = time.perf_counter() - started
+    if cfg.init:
+        translator, init_record = _initial_translator(cfg.init, spec)
+        translator = translator.to(cfg.device)
+        start = {"tokens": sum(c.tgt_ids.numel() for w in train_set for c in w.chunks),
+                 "init_weights_sha256": init_record["weights_sha256"]}
+    else:
+        translator = Translator(spec).to(cfg.device)
+        start = _fit_ridge(translator, target, train_set, len(t_prefix), cfg, progress)
+        log.info("ridge fit on %d tokens in %.1f s", start["tokens"], time.perf_counter() - started)
+    start["seconds"] = time.perf_counter() - started
     metrics_path = run / "metrics.jsonl"
     if cfg.kind != "ridge" and cfg.steps > 0:
         _optimize(translator, target, prefix_kv, len(t_prefix), train_set, heldout, cfg, run,
                   metrics_path, progress)
     translator.eval()
     final = evaluate(translator, target, prefix_kv, len(t_prefix), heldout, cfg)
-    spec.training = {**asdict(cfg), "train_tokens": ridge["tokens"],
-                     "train_seconds": round(_train_seconds(metrics_path) + ridge["seconds"], 1),
+    spec.training = {**asdict(cfg), "train_tokens": start["tokens"],
+                     **({"init_weights_sha256": start["init_weights_sha256"]} if cfg.init else {}),
+                     "train_seconds": round(_train_seconds(metrics_path) + start["seconds"], 1),
                      "prepare_seconds_this_session": round(prepare_seconds, 1),
                      "parameters": translator.parameter_count(),
                      "target_parameters": sum(p.numel() for p in target.model.parameters())}
@@ -157,6 +167,20 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> Path:
     _append(metrics_path, {"event": "final", **final})
     save_translator(translator, run / "translator", cfg.dtype)
     return run
+
+
+def _initial_translator(path: str, spec) -> tuple:
+    """The translator at `path` (verified), to continue training from: its shape must be the one
+    this run's options make (same models, layer map, experts, embeddings...)."""
+    translator = load_translator(Path(path))
+    # (through JSON both ways: a loaded spec holds lists where a made one holds tuples)
+    held, wanted = (json.loads(json.dumps(s.to_dict())) for s in (translator.spec, spec))
+    differ = sorted(k for k in wanted if k not in ("training", "metrics") and held.get(k) != wanted[k])
+    if differ:
+        raise CagError(f"--init {path} is a translator of another shape ({', '.join(differ)} differ "
+                       "from this run's options); pass the options it was trained with.")
+    translator.spec = spec  # this run's training record replaces the one it was loaded with
+    return translator.train(), read_record(Path(path))
 
 
 def _train_seconds(metrics_path: Path) -> float:

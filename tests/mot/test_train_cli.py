@@ -91,6 +91,34 @@ def test_train_on_cloze_continuations(tiny_models, text_corpus, tmp_path):
     assert result.exit_code == 1 and "another --data folder" in result.output
 
 
+def test_train_continues_from_a_trained_translator(tiny_models, text_corpus, tmp_path):
+    from safetensors.torch import load_file
+    first = tmp_path / "first"
+    assert invoke(*train_args(tiny_models, text_corpus, first, steps=2)).exit_code == 0
+    start = json.loads((first / "translator.json").read_text())
+    # no steps: the translator is the one it started from (no ridge fit replaced it)
+    same = tmp_path / "same"
+    result = invoke(*train_args(tiny_models, text_corpus, same, steps=0), "--init", first / "translator")
+    assert result.exit_code == 0, result.output
+    assert json.loads((same / "translator.json").read_text())["weights_sha256"] == start["weights_sha256"]
+    tuned = tmp_path / "tuned"
+    result = invoke(*train_args(tiny_models, text_corpus, tuned, steps=2), "--init", first / "translator.safetensors")
+    assert result.exit_code == 0, result.output
+    record = json.loads((tuned / "translator.json").read_text())
+    assert record["spec"]["training"]["init_weights_sha256"] == start["weights_sha256"]
+    assert record["spec"]["training"]["steps"] == 2 and record["weights_sha256"] != start["weights_sha256"]
+    before, after = load_file(str(first / "translator.safetensors")), load_file(str(tuned / "translator.safetensors"))
+    assert before.keys() == after.keys()
+    # a small step from the start, not a fresh ridge fit: the trunks barely move (trunk_lr_scale)
+    base = [k for k in before if k.endswith("k.base.weight")]
+    assert all((after[k].float() - before[k].float()).abs().max() < 1e-2 for k in base)
+    result = invoke(*train_args(tiny_models, text_corpus, tmp_path / "other", steps=1), "--experts", 2,
+                    "--init", first / "translator")
+    assert result.exit_code == 1 and "another shape (experts differ" in result.output
+    result = invoke(*train_args(tiny_models, text_corpus, tmp_path / "r", kind="ridge"), "--init", first / "translator")
+    assert result.exit_code == 1 and "kind ridge has no training" in result.output
+
+
 def test_train_with_chunk_attention(tiny_models, text_corpus, tmp_path):
     from safetensors.torch import load_file
     out = tmp_path / "run"
