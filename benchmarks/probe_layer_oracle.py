@@ -4,8 +4,9 @@ generator's own native K/V of the same tokens, and score every variant's answer 
 questions. A layer group whose native K/V win back most of native - translated is where
 translator capacity pays; one that wins little is already translated well enough. Measured on the
 shipped qwen MoT (80 questions): the lower third's translation costs nothing, the upper third's
-alone costs the whole gap, and the keys carry the larger error (native values under translated
-keys win nothing).
+alone costs the whole gap (native K/V there alone win back three fifths), and the keys carry the
+larger error (native values under translated keys win nothing; the upper third's native keys win
+about two fifths of the gap).
 
     python benchmarks/probe_layer_oracle.py [--count 80] [--groups 3]
 
@@ -44,6 +45,9 @@ def variants(num_layers: int, groups: int) -> dict:
     bounds = [round(i * num_layers / groups) for i in range(groups + 1)]
     for a, b in zip(bounds, bounds[1:]):  # translated only in layers [a, b): that group's loss
         found[f"translated only {a}-{b - 1}"] = ([l for l in every if not a <= l < b], "kv")
+    for a, b in zip(bounds, bounds[1:]):  # native in layers [a, b) only: what that group wins back
+        found[f"native {a}-{b - 1}"] = (range(a, b), "kv")
+        found[f"native keys {a}-{b - 1}"] = (range(a, b), "k")
     return found
 
 
@@ -86,9 +90,13 @@ def main() -> None:
     parser.add_argument("--model", default=DEFAULT_GENERATOR)
     parser.add_argument("--count", type=int, default=80)
     parser.add_argument("--groups", type=int, default=3, help="layer groups (translated only in one)")
+    parser.add_argument("--only", help="comma-separated variant names to run (translated always runs); "
+                                       "default: the first seven (every layer, K or V, and each group "
+                                       "translated alone)")
     parser.add_argument("--recorded", default="benchmarks/results/eval/squad-200-qwen-mot-r512",
                         help="eval run whose translated answers `translated` must reproduce")
     parser.add_argument("--run", default="runs/probe-layer-oracle", help="run folder (the store)")
+    parser.add_argument("--tag", default="", help="suffix of the default output name")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
 
@@ -100,6 +108,11 @@ def main() -> None:
     lm = load_model(args.model, "fp32", "cpu")
     layout = prompt_layout(lm.tokenizer)
     named = variants(lm.geometry.num_layers, args.groups)
+    wanted = args.only.split(",") if args.only else list(named)[:4 + args.groups]
+    unknown = sorted(set(wanted) - set(named))
+    if unknown:
+        raise SystemExit(f"unknown variants {unknown}; choose from {list(named)}")
+    named = {k: v for k, v in named.items() if k == "translated" or k in wanted}
     recorded = {}
     for line in Path(args.recorded, "predictions.jsonl").read_text().splitlines():
         r = json.loads(line)
@@ -123,7 +136,7 @@ def main() -> None:
         print(f"\r{n}/{len(examples)} questions ({time.perf_counter() - start:.0f} s)", end="", file=sys.stderr)
     print(file=sys.stderr)
 
-    gap = sum(scores["native"]) / len(examples) - sum(scores["translated"]) / len(examples)
+    gap = (sum(scores["native"]) - sum(scores["translated"])) / len(examples) if "native" in scores else float("nan")
     result = {"model": args.model, "count": len(examples), "translated_same_as_recorded": same_as_recorded,
               "native_minus_translated": round(gap, 2), "variants": {}}
     print(f"{len(examples)} SQuAD questions; translated answers equal to {args.recorded}'s: "
@@ -132,11 +145,11 @@ def main() -> None:
     for name, values in scores.items():
         mean, lo, hi = bootstrap_difference_ci(values, scores["translated"])
         f1 = sum(values) / len(values)
-        share = mean / gap if gap else float("nan")
+        share = mean / gap if gap else float("nan")  # (nan without the native variant)
         result["variants"][name] = {"f1": round(f1, 2), "minus_translated": [round(mean, 2), round(lo, 2), round(hi, 2)],
                                     "share_of_gap": round(share, 3)}
         print(f"{name:<28}{f1:7.2f}  {mean:+6.2f} [{lo:+.2f}, {hi:+.2f}]{share:>16.2f}")
-    out = Path(args.out or f"benchmarks/results/layer_oracle-{args.model}.json")
+    out = Path(args.out or f"benchmarks/results/layer_oracle-{args.model}{'-' + args.tag if args.tag else ''}.json")
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}")
 

@@ -234,7 +234,8 @@ for step in "${steps[@]}"; do
     oracle)  # where full translation loses the facts: translated caches with some K/V made native
       GEN=$Q
       h=$(translator_home $GEN mot=translators/smollm2-135m__${Q}__mot)
-      CAG_HOME=$h $PY benchmarks/probe_layer_oracle.py --count 80 ;;
+      CAG_HOME=$h $PY benchmarks/probe_layer_oracle.py --count 80
+      CAG_HOME=$h $PY benchmarks/probe_layer_oracle.py --count 80 --only "native 16-23,native keys 16-23" --tag upper ;;
     *) echo "unknown step $step" >&2; exit 1 ;;
   esac
 done
