@@ -7,6 +7,7 @@
 #   bash benchmarks/run_fact_evals.sh data probes train ship squad blend gemma hotpotqa boolq speed record frontier
 # and the later steps (session 2026-12-02): selection gemma-blend longer
 # (session 2026-12-02, second): hotpotqa-gemma squad-400 cloze-tune oracle
+# (session 2026-12-02, third): key-loss
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CAG=${CAG:-.venv/bin/cag}
@@ -236,6 +237,29 @@ for step in "${steps[@]}"; do
       h=$(translator_home $GEN mot=translators/smollm2-135m__${Q}__mot)
       CAG_HOME=$h $PY benchmarks/probe_layer_oracle.py --count 80
       CAG_HOME=$h $PY benchmarks/probe_layer_oracle.py --count 80 --only "native 16-23,native keys 16-23" --tag upper ;;
+    key-loss)  # keys' reconstruction as the generator's queries see it (mot/query_metric.py): the
+      # per-layer probe, then the shipped recipe with --key-loss query, from the ridge start and
+      # continuing the shipped MoT; SQuAD 200 with the encoder caches of a 400-question store
+      ridge --target $Q --target-embeddings 2 --token-rank 512 --data runs/data-qwen-text \
+        --out runs/train-qwen-ridge-emb2-r512  # (prepares the windows; the MoT's ridge start)
+      [ -d runs/squad-400-store ] || { $PY benchmarks/fork_eval_run.py $E/squad-400-qwen-mot-r512-blend-query-0.25 \
+        runs/squad-400-store --keep direct,translated,translated-blend
+        $CAG eval --dataset squad --limit 400 --model $Q --modes direct,translated,translated-blend --blend 0.25 \
+          --blend-select query --out runs/squad-400-store; }  # every answer kept: builds the store only
+      # (80 steps, not the shipped 120: the session's time)
+      mot --target $Q --kind mot --key-loss query --steps 80 --data runs/data-qwen-text --out runs/train-qwen-mot-r512-kq
+      mot --target $Q --kind mot --key-loss query --steps 80 --lr 5e-4 --init translators/smollm2-135m__${Q}__mot \
+        --data runs/data-qwen-text --out runs/train-qwen-mot-r512-kq-tuned
+      $PY benchmarks/probe_key_error.py --data runs/data-qwen-text \
+        --translator shipped-mot=translators/smollm2-135m__${Q}__mot --translator ridge=runs/train-qwen-ridge-emb2-r512/translator \
+        --translator kq-mot=runs/train-qwen-mot-r512-kq/translator --translator kq-tuned=runs/train-qwen-mot-r512-kq-tuned/translator
+      GEN=$Q
+      for name in kq kq-tuned; do
+        h=$(translator_home $GEN mot=runs/train-qwen-mot-r512-$name/translator)
+        fork $E/squad-200-qwen-mot-r512 runs/squad-200-qwen-mot-$name direct,native,none
+        CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated \
+          --reuse-caches-from runs/squad-400-store --out runs/squad-200-qwen-mot-$name
+      done ;;
     *) echo "unknown step $step" >&2; exit 1 ;;
   esac
 done

@@ -98,6 +98,10 @@ def train_command(
                                                    "NAME.safetensors, the same options) instead of "
                                                    "the ridge start, e.g. a text-trained MoT tuned "
                                                    "on --continuation cloze.")] = None,
+    key_loss: Annotated[str, typer.Option(help="Keys' reconstruction loss: nmse (normalized squared "
+                                               "error) or query (the logit error the target's own "
+                                               "queries would see: errors in what attention reads "
+                                               "cost most, constant offsets nothing).")] = "nmse",
     install: Annotated[bool, typer.Option(help="Copy the result into $CAG_HOME/translators/ so ask "
                                                "and eval find it.")] = True,
     out: Annotated[Path | None, typer.Option(help="Run folder (default runs/train-SOURCE-TARGET-KIND-MODE). "
@@ -132,7 +136,7 @@ def train_command(
                       answer_tokens=answer_tokens, steps=steps, batch=batch,
                       lr=lr, eval_every=eval_every, checkpoint_every=checkpoint_every, seed=seed,
                       device=device, dtype=weights_dtype, data=str(data) if data else None,
-                      init=str(init) if init else None)
+                      init=str(init) if init else None, key_loss=key_loss)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                TextColumn("{task.fields[info]}"))
     with progress_display(*columns) as progress:

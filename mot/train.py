@@ -31,11 +31,13 @@ from cag.models.loading import resolve_device
 from cag.prompt import prompt_layout
 from mot.checkpoint import check_weight_dtype, load_translator, read_record, save_translator
 from mot.data import CONTINUATIONS, load_window, make_windows, prepare_window, read_paragraphs, save_window
+from mot.query_metric import query_moments
 from mot.ridge import RidgeFit
 from mot.step import chunk_tokens, chunk_weights, run_window
 from mot.translator import Translator, check_attention, make_spec
 
 log = logging.getLogger(__name__)
+KEY_LOSSES = ("nmse", "query")
 
 
 @dataclass
@@ -83,6 +85,8 @@ class TrainConfig:
     dtype: str = "fp16"  # of the saved translator weights
     data: str | None = None  # prepared windows folder (default OUT/data); shareable between runs
     init: str | None = None  # a trained translator to continue from (instead of the ridge start)
+    key_loss: str = "nmse"  # nmse | query (keys' error as the target's own queries see it)
+    query_windows: int = 64  # key_loss query: training windows the target's queries are read from
 
 
 class Progress:
@@ -100,6 +104,8 @@ def check_config(cfg: TrainConfig) -> None:
         raise CagError(f"Unknown mode {cfg.mode!r}; choose full or window.")
     if cfg.continuation not in CONTINUATIONS:
         raise CagError(f"Unknown continuation {cfg.continuation!r}; choose {' or '.join(CONTINUATIONS)}.")
+    if cfg.key_loss not in KEY_LOSSES:
+        raise CagError(f"Unknown key loss {cfg.key_loss!r}; choose {' or '.join(KEY_LOSSES)}.")
     if cfg.init and cfg.kind == "ridge":
         raise CagError("--init continues training a translator; kind ridge has no training (use mot or single).")
     if cfg.steps < 0 or cfg.windows < 1 or cfg.batch < 1:
@@ -153,8 +159,9 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> Path:
     start["seconds"] = time.perf_counter() - started
     metrics_path = run / "metrics.jsonl"
     if cfg.kind != "ridge" and cfg.steps > 0:
+        moments = _key_moments(run, target, train_set, t_prefix, cfg) if cfg.key_loss == "query" else None
         _optimize(translator, target, prefix_kv, len(t_prefix), train_set, heldout, cfg, run,
-                  metrics_path, progress)
+                  metrics_path, progress, moments)
     translator.eval()
     final = evaluate(translator, target, prefix_kv, len(t_prefix), heldout, cfg)
     spec.training = {**asdict(cfg), "train_tokens": start["tokens"],
@@ -181,6 +188,21 @@ def _initial_translator(path: str, spec) -> tuple:
                        "from this run's options); pass the options it was trained with.")
     translator.spec = spec  # this run's training record replaces the one it was loaded with
     return translator.train(), read_record(Path(path))
+
+
+def _key_moments(run: Path, target, train_set: list, t_prefix, cfg: TrainConfig) -> list:
+    """The target's query moments per layer (mot/query_metric.py) over the first training
+    windows (prefix, chunks read in one pass, continuation); computed once, kept in the run."""
+    path = run / "query_moments.safetensors"
+    if path.is_file():
+        held = load_file(path)
+        return [held[f"layer.{i}"] for i in range(len(held))]
+    prefix = torch.as_tensor(list(t_prefix), dtype=torch.int64)
+    sequences = [torch.cat([prefix, *(c.tgt_ids for c in w.chunks), w.cont_ids])
+                 for w in train_set[:cfg.query_windows]]
+    moments = query_moments(target, sequences, seed=cfg.seed)
+    atomic_write(path, lambda tmp: save_file({f"layer.{i}": m.contiguous() for i, m in enumerate(moments)}, str(tmp)))
+    return moments
 
 
 def _train_seconds(metrics_path: Path) -> float:
@@ -277,7 +299,8 @@ def _trainable(translator) -> list:
     return [p for p in translator.parameters() if p.requires_grad]
 
 
-def _optimize(translator, target, prefix_kv, prefix_len, train_set, heldout, cfg, run, metrics_path, progress):
+def _optimize(translator, target, prefix_kv, prefix_len, train_set, heldout, cfg, run, metrics_path, progress,
+              key_moments=None):
     if cfg.mode == "window":
         for layer, mod in enumerate(translator.layers):
             if not cfg.window[0] <= layer < cfg.window[1]:
@@ -307,7 +330,8 @@ def _optimize(translator, target, prefix_kv, prefix_len, train_set, heldout, cfg
         optimizer.zero_grad(set_to_none=True)
         totals = {"loss": 0.0, "reconstruction": 0.0, "kl": 0.0, "continuation_kv": 0.0, "top1": 0.0}
         for window in rng.sample(train_set, min(cfg.batch, len(train_set))):
-            r = run_window(translator, target, prefix_kv, prefix_len, window, cfg.mode, cfg.window)
+            r = run_window(translator, target, prefix_kv, prefix_len, window, cfg.mode, cfg.window,
+                           key_moments=key_moments)
             loss = (cfg.w_reconstruction * r.reconstruction + cfg.w_kl * r.kl
                     + cfg.w_continuation_kv * r.continuation_kv + cfg.w_balance * r.balance) / cfg.batch
             loss.backward()

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from cli.main import app
@@ -117,6 +118,30 @@ def test_train_continues_from_a_trained_translator(tiny_models, text_corpus, tmp
     assert result.exit_code == 1 and "another shape (experts differ" in result.output
     result = invoke(*train_args(tiny_models, text_corpus, tmp_path / "r", kind="ridge"), "--init", first / "translator")
     assert result.exit_code == 1 and "kind ridge has no training" in result.output
+
+
+def test_train_with_query_weighted_key_loss(tiny_models, text_corpus, tmp_path):
+    from safetensors.torch import load_file
+    data = tmp_path / "data"
+    plain, query = tmp_path / "plain", tmp_path / "query"
+    assert invoke(*train_args(tiny_models, text_corpus, plain, steps=2), "--data", data).exit_code == 0
+    result = invoke(*train_args(tiny_models, text_corpus, query, steps=2), "--data", data, "--key-loss", "query")
+    assert result.exit_code == 0, result.output
+    spec = json.loads((query / "translator.json").read_text())["spec"]
+    assert spec["training"]["key_loss"] == "query"
+    moments = load_file(str(query / "query_moments.safetensors"))
+    geometry = spec["target"]["geometry"]
+    assert len(moments) == geometry["num_layers"]
+    for m in moments.values():
+        assert m.shape == (geometry["kv_heads"], geometry["head_dim"], geometry["head_dim"])
+        assert torch.linalg.eigvalsh(m).min() > -1e-4  # a second moment: positive semi-definite
+    def first_reconstruction(run):
+        return next(json.loads(l)["reconstruction"] for l in (run / "metrics.jsonl").read_text().splitlines()
+                    if '"step"' in l)
+    # the same ridge start, the same first batch: only the key loss differs
+    assert first_reconstruction(plain) != first_reconstruction(query)
+    result = invoke(*train_args(tiny_models, text_corpus, tmp_path / "bad", steps=1), "--key-loss", "cosine")
+    assert result.exit_code == 1 and "Unknown key loss 'cosine'" in result.output
 
 
 def test_train_with_chunk_attention(tiny_models, text_corpus, tmp_path):
