@@ -29,7 +29,7 @@ from cag.prompt import prompt_layout  # noqa: E402
 from mot.checkpoint import load_translator  # noqa: E402
 from mot.data import load_window  # noqa: E402
 from mot.losses import normalized_mse  # noqa: E402
-from mot.query_metric import query_moments, query_weighted_error  # noqa: E402
+from mot.query_metric import quadratic, query_moments, query_weighted_error, window_sequences  # noqa: E402
 from mot.step import chunk_tokens, chunk_weights  # noqa: E402
 
 
@@ -65,7 +65,7 @@ def layer_errors(translator, target, windows: list, prefix_len: int, moments: li
                 err, centered = keys[l].float() - native, native - native.mean(1, keepdim=True)
                 tokens = err.shape[0] * err.shape[1] * group
                 for name, x in (("key_logit_rmse", err), ("logit_spread", centered)):
-                    sums[name][l] += float(torch.einsum("htd,hde,hte->", x, moments[l], x) / tokens) ** 0.5 / scale
+                    sums[name][l] += float(quadratic(x, moments[l]) / tokens) ** 0.5 / scale
             pos += chunk.tgt_ids.numel()
             count += 1
     return {k: [round(v / count, 4) for v in vs] for k, vs in sums.items()}
@@ -83,8 +83,7 @@ def main() -> None:
     target = load_model(args.target)
     prefix = list(prompt_layout(target.tokenizer).prefix_ids)
     train = windows_in(args.data / "train", 64)
-    moments = query_moments(target, [torch.cat([torch.tensor(prefix, dtype=torch.int64),
-                                                *(c.tgt_ids for c in w.chunks), w.cont_ids]) for w in train])
+    moments = query_moments(target, window_sequences(train, prefix))
     heldout = windows_in(args.data / "heldout", args.windows)
     layers = target.geometry.num_layers
     bounds = [round(i * layers / args.groups) for i in range(args.groups + 1)]

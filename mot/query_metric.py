@@ -16,12 +16,25 @@ ones they read most cost most: measured, the plain normalized MSE spends its wei
 
 import torch
 
+from cag.errors import CagError
 from cag.kv.rotary import Rotary
 
 
-def attention_modules(model) -> list:
-    """The self-attention module of each decoder layer (Llama / Qwen2 / Gemma3 layout)."""
-    return [layer.self_attn for layer in model.base_model.layers]
+def attention_modules(lm) -> list:
+    """The self-attention module of each decoder layer (Llama / Qwen2 / Gemma3 layout: a separate
+    q_proj); other layouts (GPT-2's fused c_attn, ...) are refused with a clear error."""
+    layers = getattr(lm.model.base_model, "layers", None)
+    if layers is None or not all(hasattr(getattr(l, "self_attn", None), "q_proj") for l in layers):
+        raise CagError(f"--key-loss query reads the target's queries from a separate q_proj, which "
+                       f"{lm.name} ({lm.geometry.family}) does not have; use --key-loss nmse.")
+    return [layer.self_attn for layer in layers]
+
+
+def window_sequences(windows: list, prefix) -> list[torch.Tensor]:
+    """The token ids the target reads for each prepared window: its prefix, the chunks in one
+    pass, the continuation (what query_moments reads)."""
+    prefix = torch.as_tensor(list(prefix), dtype=torch.int64)
+    return [torch.cat([prefix, *(c.tgt_ids for c in w.chunks), w.cont_ids]) for w in windows]
 
 
 @torch.no_grad()
@@ -32,7 +45,7 @@ def query_moments(lm, sequences: list, max_distance: int = 512, seed: int = 0) -
     query heads of each KV head."""
     geometry = lm.geometry
     rotary = Rotary(lm.model, geometry) if geometry.is_rotary else None
-    modules = attention_modules(lm.model)
+    modules = attention_modules(lm)
     heads = lm.model.config.num_attention_heads
     kv_heads, dim = geometry.kv_heads, geometry.head_dim
     captured: dict[int, list] = {i: [] for i in range(len(modules))}
@@ -69,11 +82,14 @@ def query_weighted_error(pred: torch.Tensor, target: torch.Tensor, moment: torch
     moment (H, D, D), relative to the logit spread of the target's centered keys."""
     target = target.to(pred.device).float()
     moment = moment.to(pred.device)
-    err = pred.float() - target
     centered = target - target.mean(dim=1, keepdim=True)
-    num = torch.einsum("htd,hde,hte->", err, moment, err)
-    den = torch.einsum("htd,hde,hte->", centered, moment, centered)
-    return num / den.clamp(min=1e-8)
+    return quadratic(pred.float() - target, moment) / quadratic(centered, moment).clamp(min=1e-8)
+
+
+def quadratic(x: torch.Tensor, moment: torch.Tensor) -> torch.Tensor:
+    """Sum over heads and tokens of x^T S x for keys (or key errors) x (H, T, D), S (H, D, D):
+    the summed squared logit change they make for the queries S was taken over."""
+    return torch.einsum("htd,hde,hte->", x, moment.to(x.device), x)
 
 
 def layers_query_error(preds: list, targets: list, moments: list) -> torch.Tensor:

@@ -31,7 +31,7 @@ from cag.models.loading import resolve_device
 from cag.prompt import prompt_layout
 from mot.checkpoint import check_weight_dtype, load_translator, read_record, save_translator
 from mot.data import CONTINUATIONS, load_window, make_windows, prepare_window, read_paragraphs, save_window
-from mot.query_metric import query_moments
+from mot.query_metric import query_moments, window_sequences
 from mot.ridge import RidgeFit
 from mot.step import chunk_tokens, chunk_weights, run_window
 from mot.translator import Translator, check_attention, make_spec
@@ -197,10 +197,7 @@ def _key_moments(run: Path, target, train_set: list, t_prefix, cfg: TrainConfig)
     if path.is_file():
         held = load_file(path)
         return [held[f"layer.{i}"] for i in range(len(held))]
-    prefix = torch.as_tensor(list(t_prefix), dtype=torch.int64)
-    sequences = [torch.cat([prefix, *(c.tgt_ids for c in w.chunks), w.cont_ids])
-                 for w in train_set[:cfg.query_windows]]
-    moments = query_moments(target, sequences, seed=cfg.seed)
+    moments = query_moments(target, window_sequences(train_set[:cfg.query_windows], t_prefix), seed=cfg.seed)
     atomic_write(path, lambda tmp: save_file({f"layer.{i}": m.contiguous() for i, m in enumerate(moments)}, str(tmp)))
     return moments
 

@@ -59,3 +59,10 @@ def test_query_weighted_error_scale():
     shifted[..., 0] += 100.0
     assert float(query_weighted_error(shifted, target, blind)) == pytest.approx(0.0, abs=1e-6)
     assert float(query_weighted_error(shifted, target, moment)) > 100.0
+
+
+def test_a_target_without_a_separate_query_projection_is_refused():
+    from cag.errors import CagError
+    lm = tiny_lm("gpt2", seed=0)  # fused c_attn
+    with pytest.raises(CagError, match="use --key-loss nmse"):
+        query_moments(lm, [torch.tensor([3, 4, 5])])
