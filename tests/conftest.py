@@ -1,4 +1,10 @@
-import pytest
+import os
+
+# huggingface_hub reads HF_HUB_OFFLINE once, when it is first imported: set it before any test
+# module imports transformers, or a hub id makes every test wait on network timeouts (46 s)
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+import pytest  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -1,7 +1,6 @@
 """Load a model by alias, hub id, folder or GGUF path into a `LoadedModel`."""
 
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,7 +152,8 @@ def _from_folder_or_hub(spec: ModelSpec, folder: Path | None, dtype: torch.dtype
 
 
 def _hub_error(spec: ModelSpec, exc: Exception) -> str:
-    offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+    from huggingface_hub import is_offline_mode
+    offline = is_offline_mode()  # what the hub library uses (read at its import), not the env now
     packaged_names = ", ".join(n for n, s in ALIASES.items() if s.kind == "packaged")
     return (f"Could not load {spec.name!r} ({spec.source}) from the Hugging Face hub"
             f"{' (HF_HUB_OFFLINE=1)' if offline else ''}: {str(exc).splitlines()[0]} "
