@@ -1,9 +1,9 @@
 """Copy an eval run's records (not its store) into benchmarks/results/eval/<run name>/ and print
 its line for the README table. Usage: python benchmarks/collect_eval.py RUN_DIR [RUN_DIR ...]"""
 
+import argparse
 import json
 import shutil
-import sys
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results" / "eval"
@@ -11,6 +11,9 @@ FILES = ("config.json", "predictions.jsonl", "metrics.json", "report.md", "reten
 
 
 def collect(run: Path) -> str:
+    missing = [name for name in FILES if not (run / name).is_file()]
+    if missing:  # before anything is written: a wrong path must not leave an empty record
+        raise SystemExit(f"{run} is not a finished eval run: it lacks {', '.join(missing)}")
     target = RESULTS / run.name
     target.mkdir(parents=True, exist_ok=True)
     for name in FILES:
@@ -27,5 +30,7 @@ def collect(run: Path) -> str:
 
 
 if __name__ == "__main__":
-    for arg in sys.argv[1:]:
-        print(collect(Path(arg)))
+    parser = argparse.ArgumentParser(description=__doc__.split("Usage:")[0].strip())
+    parser.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="A `cag eval --out` folder.")
+    for run in parser.parse_args().runs:
+        print(collect(run))

@@ -2,20 +2,24 @@
 benchmarks/results/training/<run>/, ship their translators into translators/, and print the
 README table rows. Usage: python benchmarks/collect_training.py RUN_DIR [RUN_DIR ...] [--ship]"""
 
+import argparse
 import json
 import shutil
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "training"
 SHIPPED = ROOT / "translators"
+FILES = ("config.json", "metrics.jsonl", "translator.json", "translator.safetensors")
 
 
 def collect(run: Path, ship: bool) -> str:
+    missing = [name for name in FILES if not (run / name).is_file()]
+    if missing:  # before anything is written: a wrong path must not leave an empty record
+        raise SystemExit(f"{run} is not a finished training run: it lacks {', '.join(missing)}")
     target = RESULTS / run.name
     target.mkdir(parents=True, exist_ok=True)
-    for name in ("config.json", "metrics.jsonl", "translator.json"):
+    for name in FILES[:3]:
         shutil.copy2(run / name, target / name)
     record = json.loads((run / "translator.json").read_text())
     spec = record["spec"]
@@ -34,6 +38,9 @@ def collect(run: Path, ship: bool) -> str:
 
 
 if __name__ == "__main__":
-    ship = "--ship" in sys.argv
-    for arg in [a for a in sys.argv[1:] if a != "--ship"]:
-        print(collect(Path(arg), ship))
+    parser = argparse.ArgumentParser(description=__doc__.split("Usage:")[0].strip())
+    parser.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="A `cag train --out` folder.")
+    parser.add_argument("--ship", action="store_true", help="Also install the translators into translators/.")
+    args = parser.parse_args()
+    for run in args.runs:
+        print(collect(run, args.ship))
