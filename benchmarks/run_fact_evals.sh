@@ -8,6 +8,7 @@
 # and the later steps (session 2026-12-02): selection gemma-blend longer
 # (session 2026-12-02, second): hotpotqa-gemma squad-400 cloze-tune oracle
 # (session 2026-12-02, third): key-loss
+# (session 2026-12-02, fourth): key-loss again (its QA runs; runs/ had gone), capacity
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CAG=${CAG:-.venv/bin/cag}
@@ -255,6 +256,18 @@ for step in "${steps[@]}"; do
         --translator kq-mot=runs/train-qwen-mot-r512-kq/translator --translator kq-tuned=runs/train-qwen-mot-r512-kq-tuned/translator
       GEN=$Q
       for name in kq kq-tuned; do
+        h=$(translator_home $GEN mot=runs/train-qwen-mot-r512-$name/translator)
+        fork $E/squad-200-qwen-mot-r512 runs/squad-200-qwen-mot-$name direct,native,none
+        CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated \
+          --reuse-caches-from runs/squad-400-store --out runs/squad-200-qwen-mot-$name
+      done ;;
+    capacity)  # the shipped recipe (120 steps) with chunk attention in front of each layer's
+      # mixtures, and with 8 experts instead of 4; SQuAD 200 translated
+      GEN=$Q
+      for spec in "attn64:--attention-dim 64 --attention-heads 4" "e8:--experts 8"; do
+        name=${spec%%:*}
+        # shellcheck disable=SC2086  # the options split on purpose
+        mot --target $Q --kind mot ${spec#*:} --data runs/data-qwen-text --out runs/train-qwen-mot-r512-$name
         h=$(translator_home $GEN mot=runs/train-qwen-mot-r512-$name/translator)
         fork $E/squad-200-qwen-mot-r512 runs/squad-200-qwen-mot-$name direct,native,none
         CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated \
