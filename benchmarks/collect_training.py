@@ -10,16 +10,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "training"
 SHIPPED = ROOT / "translators"
-FILES = ("config.json", "metrics.jsonl", "translator.json", "translator.safetensors")
+RECORDS = ("config.json", "metrics.jsonl", "translator.json")  # copied; the weights only with --ship
 
 
 def collect(run: Path, ship: bool) -> str:
-    missing = [name for name in FILES if not (run / name).is_file()]
+    missing = [name for name in (*RECORDS, "translator.safetensors") if not (run / name).is_file()]
     if missing:  # before anything is written: a wrong path must not leave an empty record
         raise SystemExit(f"{run} is not a finished training run: it lacks {', '.join(missing)}")
     target = RESULTS / run.name
     target.mkdir(parents=True, exist_ok=True)
-    for name in FILES[:3]:
+    for name in RECORDS:
         shutil.copy2(run / name, target / name)
     record = json.loads((run / "translator.json").read_text())
     spec = record["spec"]

@@ -26,6 +26,15 @@ fork() { [ -d "$2" ] || $PY benchmarks/fork_eval_run.py "$1" "$2" --keep "$3"; }
 # ridge: no token embeddings and full width unless the arguments say otherwise (the last value counts)
 ridge() { $CAG train --source smollm2-135m --kind ridge --steps 0 --target-embeddings 0 --token-rank 0 --no-install "$@"; }
 mot() { $CAG train --source smollm2-135m --target-embeddings 2 --token-rank 512 --weights-dtype int8 --no-install "$@"; }
+# squad_translated NAME: SQuAD 200, translated, with runs/train-qwen-mot-r512-NAME's MoT (a fork of
+# the shipped MoT's run: direct, native, none kept; the encoder caches of the 400-question store)
+squad_translated() {
+  local h
+  h=$(translator_home $Q mot=runs/train-qwen-mot-r512-$1/translator)
+  fork $E/squad-200-qwen-mot-r512 runs/squad-200-qwen-mot-$1 direct,native,none
+  CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated \
+    --reuse-caches-from runs/squad-400-store --out runs/squad-200-qwen-mot-$1
+}
 
 for step in "${steps[@]}"; do
   case $step in
@@ -254,25 +263,24 @@ for step in "${steps[@]}"; do
       $PY benchmarks/probe_key_error.py --data runs/data-qwen-text \
         --translator shipped-mot=translators/smollm2-135m__${Q}__mot --translator ridge=runs/train-qwen-ridge-emb2-r512/translator \
         --translator kq-mot=runs/train-qwen-mot-r512-kq/translator --translator kq-tuned=runs/train-qwen-mot-r512-kq-tuned/translator
-      GEN=$Q
-      for name in kq kq-tuned; do
-        h=$(translator_home $GEN mot=runs/train-qwen-mot-r512-$name/translator)
-        fork $E/squad-200-qwen-mot-r512 runs/squad-200-qwen-mot-$name direct,native,none
-        CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated \
-          --reuse-caches-from runs/squad-400-store --out runs/squad-200-qwen-mot-$name
-      done ;;
+      for name in kq kq-tuned; do squad_translated $name; done ;;
     capacity)  # the shipped recipe (120 steps) with chunk attention in front of each layer's
       # mixtures, and with 8 experts instead of 4; SQuAD 200 translated
-      GEN=$Q
       for spec in "attn64:--attention-dim 64 --attention-heads 4" "e8:--experts 8"; do
-        name=${spec%%:*}
         # shellcheck disable=SC2086  # the options split on purpose
-        mot --target $Q --kind mot ${spec#*:} --data runs/data-qwen-text --out runs/train-qwen-mot-r512-$name
-        h=$(translator_home $GEN mot=runs/train-qwen-mot-r512-$name/translator)
-        fork $E/squad-200-qwen-mot-r512 runs/squad-200-qwen-mot-$name direct,native,none
-        CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated \
-          --reuse-caches-from runs/squad-400-store --out runs/squad-200-qwen-mot-$name
-      done ;;
+        mot --target $Q --kind mot ${spec#*:} --data runs/data-qwen-text --out runs/train-qwen-mot-r512-${spec%%:*}
+        squad_translated ${spec%%:*}
+      done
+      # chunk attention on 400: the shipped MoT's 400-question run's direct answers and its own
+      # 200 translated ones kept, the next 200 translated
+      out=runs/squad-400-qwen-mot-attn64
+      if [ ! -d $out ]; then
+        $PY benchmarks/fork_eval_run.py $E/squad-400-qwen-mot-r512-blend-query-0.25 $out --keep direct
+        grep '"mode": "translated"' runs/squad-200-qwen-mot-attn64/predictions.jsonl >> $out/predictions.jsonl
+      fi
+      h=$(translator_home $Q mot=runs/train-qwen-mot-r512-attn64/translator)
+      CAG_HOME=$h $CAG eval --dataset squad --limit 400 --model $Q --modes direct,translated \
+        --reuse-caches-from runs/squad-400-store --out $out ;;
     *) echo "unknown step $step" >&2; exit 1 ;;
   esac
 done

@@ -1,10 +1,11 @@
 import os
 
-# huggingface_hub reads HF_HUB_OFFLINE once, when it is first imported: set it before any test
-# module imports transformers, or a hub id makes every test wait on network timeouts (46 s)
-os.environ["HF_HUB_OFFLINE"] = "1"
+import pytest
 
-import pytest  # noqa: E402
+# huggingface_hub reads HF_HUB_OFFLINE once, when it is first imported: set here, before any test
+# module imports transformers (a monkeypatch in a fixture comes too late: a hub id then waited 46 s
+# on network timeouts); subprocesses inherit it
+os.environ["HF_HUB_OFFLINE"] = "1"
 
 
 @pytest.fixture(autouse=True)
@@ -12,7 +13,6 @@ def cag_home(tmp_path, monkeypatch):
     """Every test gets its own cag home and never reaches the model hub."""
     home = tmp_path / "cag_home"
     monkeypatch.setenv("CAG_HOME", str(home))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     return home
 
 

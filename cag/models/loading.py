@@ -152,7 +152,7 @@ def _from_folder_or_hub(spec: ModelSpec, folder: Path | None, dtype: torch.dtype
 
 
 def _hub_error(spec: ModelSpec, exc: Exception) -> str:
-    from huggingface_hub import is_offline_mode
+    from huggingface_hub import is_offline_mode  # lazily, as transformers above: the error path only
     offline = is_offline_mode()  # what the hub library uses (read at its import), not the env now
     packaged_names = ", ".join(n for n, s in ALIASES.items() if s.kind == "packaged")
     return (f"Could not load {spec.name!r} ({spec.source}) from the Hugging Face hub"

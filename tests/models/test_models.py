@@ -61,6 +61,7 @@ def test_unreachable_hub_id_says_what_to_do():
         load_model("opt-125m")  # HF_HUB_OFFLINE=1 in tests
     text = str(info.value)
     assert "facebook/opt-125m" in text and "smollm2-135m" in text and "HF_HUB_OFFLINE" in text
+    assert "(HF_HUB_OFFLINE=1)" in text  # the hub library really is offline in tests (conftest)
 
 
 def test_folder_model_loads_with_a_stable_fingerprint(tmp_path):
