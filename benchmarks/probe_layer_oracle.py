@@ -18,6 +18,7 @@ MoT translator ($CAG_HOME/translators). Writes benchmarks/results/layer_oracle-M
 import argparse
 import copy
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -49,6 +50,18 @@ def variants(num_layers: int, groups: int) -> dict:
         found[f"native {a}-{b - 1}"] = (range(a, b), "kv")
         found[f"native keys {a}-{b - 1}"] = (range(a, b), "k")
     return found
+
+
+def ranged_variant(name: str, num_layers: int):
+    """Any layer range by name: "native A-B" / "native keys A-B" (native K/V, or keys, in layers
+    A..B) or "translated only A-B"; (layers, which) as in `variants`, None for other names."""
+    match = re.fullmatch(r"(native keys|native|translated only) (\d+)-(\d+)", name)
+    if not match or not 0 <= int(match[2]) <= int(match[3]) < num_layers:
+        return None
+    kind, inside = match[1], range(int(match[2]), int(match[3]) + 1)
+    if kind == "translated only":
+        return [l for l in range(num_layers) if l not in inside], "kv"
+    return inside, "k" if kind == "native keys" else "kv"
 
 
 class _LineDone(Exception):
@@ -92,7 +105,8 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=3, help="layer groups (translated only in one)")
     parser.add_argument("--only", help="comma-separated variant names to run (translated always runs); "
                                        "default: the first seven (every layer, K or V, and each group "
-                                       "translated alone)")
+                                       "translated alone); any \"native A-B\", \"native keys A-B\" or "
+                                       "\"translated only A-B\" layer range is also accepted")
     parser.add_argument("--recorded", default="benchmarks/results/eval/squad-200-qwen-mot-r512",
                         help="eval run whose translated answers `translated` must reproduce")
     parser.add_argument("--run", default="runs/probe-layer-oracle", help="run folder (the store)")
@@ -109,6 +123,7 @@ def main() -> None:
     layout = prompt_layout(lm.tokenizer)
     named = variants(lm.geometry.num_layers, args.groups)
     wanted = args.only.split(",") if args.only else list(named)[:4 + args.groups]
+    named.update({name: ranged for name in wanted if (ranged := ranged_variant(name, lm.geometry.num_layers))})
     unknown = sorted(set(wanted) - set(named))
     if unknown:
         raise SystemExit(f"unknown variants {unknown}; choose from {list(named)}")

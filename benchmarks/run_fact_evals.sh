@@ -9,6 +9,7 @@
 # (session 2026-12-02, second): hotpotqa-gemma squad-400 cloze-tune oracle
 # (session 2026-12-02, third): key-loss
 # (session 2026-12-02, fourth): key-loss again (its QA runs; runs/ had gone), capacity
+# (session 2026-12-02, fifth): split query-twice
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CAG=${CAG:-.venv/bin/cag}
@@ -281,6 +282,22 @@ for step in "${steps[@]}"; do
       h=$(translator_home $Q mot=runs/train-qwen-mot-r512-attn64/translator)
       CAG_HOME=$h $CAG eval --dataset squad --limit 400 --model $Q --modes direct,translated \
         --reuse-caches-from runs/squad-400-store --out $out ;;
+    split)  # the split-layer hybrid: its bound (native K/V from layer S up: what a perfect residual
+      # map would give), then the ridge residual map measured (benchmarks/probe_split_layer.py)
+      GEN=$Q
+      h=$(translator_home $GEN mot=translators/smollm2-135m__${Q}__mot)
+      CAG_HOME=$h $PY benchmarks/probe_layer_oracle.py --count 80 --tag split \
+        --only "native,native 12-23,native 16-23,native 18-23,native 20-23"
+      CAG_HOME=$h $PY benchmarks/probe_split_layer.py --splits 16,18,20 --fit-chunks 256 --held-out 32 \
+        --count 80 --run runs/probe-split ;;
+    query-twice)  # blend selection query in two rounds (the question read again between), SQuAD 200 at 0.25
+      GEN=$Q
+      h=$(translator_home $GEN mot=translators/smollm2-135m__${Q}__mot)
+      out=runs/squad-200-qwen-mot-r512-blend-query-twice-0.25
+      fork $E/squad-200-qwen-mot-r512 $out direct,native,none,translated
+      CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated-blend \
+        --blend 0.25 --blend-select query-twice --out $out
+      $PY benchmarks/collect_eval.py $out ;;
     *) echo "unknown step $step" >&2; exit 1 ;;
   esac
 done

