@@ -85,6 +85,19 @@ def first_line(lm, q_ids, context, max_new_tokens: int = 32) -> str:
     return text.split("\n")[0].strip()
 
 
+def native_and_translated(store, examples, locators, config, lm, layout):
+    """Per example, in order: (example, the question's ids, its native context, its translated
+    context), both assembled as ask assembles them, over the same tokens."""
+    for example, locs in zip(examples, locators):
+        rows = _context_rows(store, locs, example, config, None)
+        q_ids = layout.question_ids(lm.tokenizer, example["question"])
+        timings = {"load": 0.0, "assemble": 0.0}
+        native, _, _ = build_context("native", store, lm, layout, rows, timings)
+        translated, _, _ = build_context("translated", store, lm, layout, rows, timings)
+        assert torch.equal(native.input_ids, translated.input_ids), example["id"]
+        yield example, q_ids, native, translated
+
+
 def hybrid(translated, native, layers, which: str):
     """A copy of the translated context whose `layers` hold the native K and/or V (same tokens,
     same positions: both are assembled the same way)."""
@@ -136,13 +149,8 @@ def main() -> None:
 
     scores = {name: [] for name in named}
     same_as_recorded, start = 0, time.perf_counter()
-    for n, (example, locs) in enumerate(zip(examples, locators), 1):
-        rows = _context_rows(store, locs, example, config, None)
-        q_ids = layout.question_ids(lm.tokenizer, example["question"])
-        timings = {"load": 0.0, "assemble": 0.0}
-        native, _, _ = build_context("native", store, lm, layout, rows, timings)
-        translated, _, _ = build_context("translated", store, lm, layout, rows, timings)
-        assert torch.equal(native.input_ids, translated.input_ids), example["id"]
+    contexts = native_and_translated(store, examples, locators, config, lm, layout)
+    for n, (example, q_ids, native, translated) in enumerate(contexts, 1):
         for name, (layers, which) in named.items():
             prediction = first_line(lm, q_ids, hybrid(translated, native, layers, which))
             scores[name].append(squad_scores(prediction, example["answers"])["f1"])

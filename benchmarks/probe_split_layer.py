@@ -40,8 +40,7 @@ from transformers import DynamicCache
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.probe_layer_oracle import first_line  # noqa: E402
-from cag.ask import build_context  # noqa: E402
+from benchmarks.probe_layer_oracle import first_line, native_and_translated  # noqa: E402
 from cag.defaults import DEFAULT_ENCODER, DEFAULT_GENERATOR  # noqa: E402
 from cag.kv.assemble import AssembledContext, native_prefix_kv  # noqa: E402
 from cag.kv.chunk_cache import prefill_chunks, tokenize_chunk  # noqa: E402
@@ -250,15 +249,11 @@ def main() -> None:
     names += [f"split {s}, native residual" for s in splits] if args.native_residual else []
     scores = {name: [] for name in names}
     exact_native, start = 0, time.perf_counter()
-    for n, (example, locs) in enumerate(zip(examples, locators), 1):
-        rows = _context_rows(store, locs, example, config, None)
-        q_ids = layout.question_ids(target.tokenizer, example["question"])
-        timings = {"load": 0.0, "assemble": 0.0}
-        native, _, _ = build_context("native", store, target, layout, rows, timings)
-        translated, _, _ = build_context("translated", store, target, layout, rows, timings)
+    contexts = native_and_translated(store, examples, locators, config, target, layout)
+    for n, (example, q_ids, native, translated) in enumerate(contexts, 1):
         p = native.prefix_tokens
         native_h = residuals_entering(target, native.input_ids, p, splits)  # one chunk (SQuAD): exact
-        encoder_chunks = [store_chunk for store_chunk in _encoder_chunks(store, rows)]
+        encoder_chunks = _encoder_chunks(store, _context_rows(store, locators[n - 1], example, config, None))
         features = {s: torch.cat([chunk_features(translator, c, target, s, radius[s]) for c in encoder_chunks])
                     for s in splits}
         answers = {"native": first_line(target, q_ids, native), "translated": first_line(target, q_ids, translated)}
