@@ -86,8 +86,8 @@ def first_line(lm, q_ids, context, max_new_tokens: int = 32) -> str:
 
 
 def native_and_translated(store, examples, locators, config, lm, layout):
-    """Per example, in order: (example, the question's ids, its native context, its translated
-    context), both assembled as ask assembles them, over the same tokens."""
+    """Per example, in order: (example, its chunk rows, the question's ids, its native context,
+    its translated context), both assembled as ask assembles them, over the same tokens."""
     for example, locs in zip(examples, locators):
         rows = _context_rows(store, locs, example, config, None)
         q_ids = layout.question_ids(lm.tokenizer, example["question"])
@@ -95,7 +95,7 @@ def native_and_translated(store, examples, locators, config, lm, layout):
         native, _, _ = build_context("native", store, lm, layout, rows, timings)
         translated, _, _ = build_context("translated", store, lm, layout, rows, timings)
         assert torch.equal(native.input_ids, translated.input_ids), example["id"]
-        yield example, q_ids, native, translated
+        yield example, rows, q_ids, native, translated
 
 
 def hybrid(translated, native, layers, which: str):
@@ -150,7 +150,7 @@ def main() -> None:
     scores = {name: [] for name in named}
     same_as_recorded, start = 0, time.perf_counter()
     contexts = native_and_translated(store, examples, locators, config, lm, layout)
-    for n, (example, q_ids, native, translated) in enumerate(contexts, 1):
+    for n, (example, _, q_ids, native, translated) in enumerate(contexts, 1):
         for name, (layers, which) in named.items():
             prediction = first_line(lm, q_ids, hybrid(translated, native, layers, which))
             scores[name].append(squad_scores(prediction, example["answers"])["f1"])

@@ -44,16 +44,19 @@ from benchmarks.probe_layer_oracle import first_line, native_and_translated  # n
 from cag.defaults import DEFAULT_ENCODER, DEFAULT_GENERATOR  # noqa: E402
 from cag.kv.assemble import AssembledContext, native_prefix_kv  # noqa: E402
 from cag.kv.chunk_cache import prefill_chunks, tokenize_chunk  # noqa: E402
+from cag.kv.serde import load_chunk_cache  # noqa: E402
 from cag.models import load_model  # noqa: E402
 from cag.progress import Progress  # noqa: E402
 from cag.prompt import prompt_layout  # noqa: E402
 from eval.datasets import load_examples, resolve_dataset, sample  # noqa: E402
 from eval.metrics import bootstrap_difference_ci, squad_scores  # noqa: E402
-from eval.runner import EvalConfig, _build_store, _context_rows  # noqa: E402
+from eval.runner import EvalConfig, _build_store  # noqa: E402
 from mot.alignment import align  # noqa: E402
 from mot.checkpoint import load_translator  # noqa: E402
 from mot.data import make_windows, read_paragraphs  # noqa: E402
 from mot.diagnostics import decoder_layers  # noqa: E402
+from mot.ridge import solve_ridge  # noqa: E402
+from mot.use import encoder_space  # noqa: E402
 from mot.token_features import embedding_table, token_features  # noqa: E402
 
 TRAIN_TEXT = "data/corpus/wikitext2/train_raw_part.jsonl"
@@ -87,22 +90,28 @@ def residuals_entering(lm, ids: torch.Tensor, prefix_len: int, layers: list[int]
     return captured
 
 
-def chunk_features(translator, source_chunk, target_lm, layer: int, radius: int = 0) -> torch.Tensor:
-    """(T_t, F) the features the MoT's `layer` reads for one encoder chunk cache (`radius` > 0:
-    the aligned source features of the target layers up to `radius` either side too)."""
+@torch.no_grad()
+def chunk_parts(translator, source_chunk, target_lm) -> tuple[list, torch.Tensor | None]:
+    """The MoT's inputs for one encoder chunk cache: per target layer (T_t, F_s) aligned source
+    features, and the (T_t, F_h) features every layer shares (Translator.layer_parts)."""
     t_ids, t_offsets = tokenize_chunk(target_lm.tokenizer, source_chunk.text)
     weights = align(source_chunk.text, t_offsets, source_chunk.offsets).weights
     spec = translator.spec
     tokens = (token_features(embedding_table(target_lm), t_ids, spec.target_embeddings)
               if spec.target_embeddings else None)
-    with torch.no_grad():
-        own, shared = translator.layer_parts(source_chunk.keys, source_chunk.values, weights, None, tokens)
-        x = torch.cat(own[max(0, layer - radius):layer + radius + 1], -1)
-        return (torch.cat([x, shared], -1) if shared is not None else x).float().cpu()
+    return translator.layer_parts(source_chunk.keys, source_chunk.values, weights, None, tokens)
+
+
+def residual_features(parts, layer: int, radius: int = 0) -> torch.Tensor:
+    """(T_t, F) what the residual map entering `layer` reads: the aligned source features of the
+    target layers within `radius` of it, and the shared features (from `chunk_parts`)."""
+    own, shared = parts
+    x = torch.cat(own[max(0, layer - radius):layer + radius + 1], -1)
+    return (torch.cat([x, shared], -1) if shared is not None else x).float().cpu()
 
 
 class ResidualRidge:
-    """h = (x - mean_x) W + mean_h, W = (Cxx + lam * mean(diag Cxx) I)^-1 Cxh, moments in float64."""
+    """h = x W + b, the closed-form ridge fit (mot.ridge.solve_ridge) on moments in float64."""
 
     def __init__(self, lam: float = 1e-3):
         self.lam, self.n = lam, 0
@@ -120,15 +129,12 @@ class ResidualRidge:
         self.sxh += x.T @ h
 
     def solve(self) -> None:
-        mx, mh = self.sx / self.n, self.sh / self.n
-        cxx = self.sxx / self.n - torch.outer(mx, mx)
-        cxh = self.sxh / self.n - torch.outer(mx, mh)
-        reg = self.lam * cxx.diagonal().mean() * torch.eye(cxx.shape[0], dtype=torch.float64)
-        self.w = torch.linalg.solve(cxx + reg, cxh).float()  # (F, H)
-        self.mx, self.mh = mx.float(), mh.float()
+        w, b = solve_ridge(self.n, self.sx, self.sxx, {"h": (self.sxh, self.sh)}, self.lam)["h"]
+        self.w, self.b = w.float(), b.float()  # (F, H), (H,)
+        self.mh = (self.sh / self.n).float()  # the residual's mean (the held-out error's reference)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        return (x.float() - self.mx) @ self.w + self.mh
+        return x.float() @ self.w + self.b
 
 
 def fit_residual_maps(translator, source_lm, target_lm, splits: list[int], chunks: int,
@@ -150,7 +156,8 @@ def fit_residual_maps(translator, source_lm, target_lm, splits: list[int], chunk
             for chunk in prefill_chunks(source_lm, batch, src_prefix, batch_size=len(batch)):
                 t_ids, _ = tokenize_chunk(target_lm.tokenizer, chunk.text)
                 hidden = residuals_entering(target_lm, torch.cat([tgt_prefix, t_ids]), tgt_prefix.numel(), splits)
-                yield {(s, r): chunk_features(translator, chunk, target_lm, s, r) for s in splits for r in radii}, hidden
+                parts = chunk_parts(translator, chunk, target_lm)
+                yield {(s, r): residual_features(parts, s, r) for s in splits for r in radii}, hidden
 
     keys = [(s, r) for s in splits for r in radii]
     maps = {key: ResidualRidge() for key in keys}
@@ -250,12 +257,11 @@ def main() -> None:
     scores = {name: [] for name in names}
     exact_native, start = 0, time.perf_counter()
     contexts = native_and_translated(store, examples, locators, config, target, layout)
-    for n, (example, q_ids, native, translated) in enumerate(contexts, 1):
+    for n, (example, rows, q_ids, native, translated) in enumerate(contexts, 1):
         p = native.prefix_tokens
         native_h = residuals_entering(target, native.input_ids, p, splits)  # one chunk (SQuAD): exact
-        encoder_chunks = _encoder_chunks(store, _context_rows(store, locators[n - 1], example, config, None))
-        features = {s: torch.cat([chunk_features(translator, c, target, s, radius[s]) for c in encoder_chunks])
-                    for s in splits}
+        parts = [chunk_parts(translator, c, target) for c in _encoder_chunks(store, rows)]
+        features = {s: torch.cat([residual_features(x, s, radius[s]) for x in parts]) for s in splits}
         answers = {"native": first_line(target, q_ids, native), "translated": first_line(target, q_ids, translated)}
         for s in splits:
             answers[f"split {s}"] = first_line(target, q_ids, split_context(target, translated, maps[s](features[s]), s))
@@ -289,8 +295,6 @@ def main() -> None:
 
 
 def _encoder_chunks(store, rows):
-    from cag.kv.serde import load_chunk_cache
-    from mot.use import encoder_space
     space = encoder_space(store)
     return [load_chunk_cache(store.cache_path(space, row.text_sha256)) for row in rows]
 

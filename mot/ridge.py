@@ -29,6 +29,22 @@ def _double(x: torch.Tensor) -> torch.Tensor:
     return x.detach().cpu().double()  # moments live on the CPU
 
 
+def solve_ridge(n: int, sx: torch.Tensor, sxx: torch.Tensor, targets: dict, lam: float) -> dict:
+    """From sums over n rows: sx (F,) of X, sxx (F, F) of X^T X, and per target name (X^T Y (F, D),
+    sum of Y (D,)): name -> (W (F, D), b (D,)) minimising |X W + b - Y|^2 + lam * mean(diag Cxx) |W|^2
+    on centered moments, plus the features' "mean" and "std"."""
+    mean_x = sx / n
+    cxx = sxx / n - torch.outer(mean_x, mean_x)
+    reg = lam * cxx.diagonal().mean().clamp(min=1e-12)
+    inv = torch.linalg.inv(cxx + reg * torch.eye(cxx.shape[0], dtype=cxx.dtype))
+    fits = {"mean": mean_x, "std": cxx.diagonal().clamp(min=1e-12).sqrt()}
+    for name, (sxy, sy) in targets.items():
+        mean_y = sy / n
+        w = inv @ (sxy / n - torch.outer(mean_x, mean_y))  # (F, D)
+        fits[name] = (w, mean_y - mean_x @ w)
+    return fits
+
+
 class RidgeFit:
     """Accumulates (features, native K/V) pairs for every target layer of a translator."""
 
@@ -79,17 +95,7 @@ class RidgeFit:
 
     def _fit(self, sx, sxx, sxy: dict, lam: float) -> dict:
         """name -> (W (F, D), b (D,)) for K and V, and the features' mean and std."""
-        mean_x = sx / self.n
-        cxx = sxx / self.n - torch.outer(mean_x, mean_x)
-        reg = lam * cxx.diagonal().mean().clamp(min=1e-12)
-        inv = torch.linalg.inv(cxx + reg * torch.eye(cxx.shape[0], dtype=cxx.dtype))
-        fits = {"mean": mean_x, "std": cxx.diagonal().clamp(min=1e-12).sqrt()}
-        for name in "kv":
-            mean_y = sxy[name][1] / self.n
-            cxy = sxy[name][0] / self.n - torch.outer(mean_x, mean_y)
-            w = inv @ cxy  # (F, D)
-            fits[name] = (w, mean_y - mean_x @ w)
-        return fits
+        return solve_ridge(self.n, sx, sxx, sxy, lam)
 
     def _token_projection(self, lam: float, rank: int) -> torch.Tensor:
         """(token_dim, rank) P: the reduced-rank solution over every layer's full ridge map."""
