@@ -6,7 +6,7 @@
   (for each, the smallest top-k whose chunks reach the size), as medians over repeats, and their
   ratio.
 
-Writes benchmarks/results/ask.json. Usage: python benchmarks/bench_ask.py [--repeats 3]
+Writes records/ask.json. Usage: python benchmarks/bench_ask.py [--repeats 3]
 """
 
 import argparse
@@ -25,7 +25,7 @@ from cag.retrieval import Retriever
 from cag.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results" / "ask.json"
+RESULTS = ROOT / "records" / "ask.json"
 QUESTIONS = {512: "How long can the European lobster grow?", 1024: "What is the elevation of Mount Elbert?",
              2048: "When did Hurricane Beatriz form and what damage did it cause?"}
 

@@ -8,7 +8,7 @@
   own after the prefix, assembled (the cost of missing attention between chunks).
 
 F1 / EM (official SQuAD normalization) and the share of answers identical to direct.
-Writes benchmarks/results/chunk_prefix.json. Usage:
+Writes records/chunk_prefix.json. Usage:
     python benchmarks/bench_chunk_prefix.py [--dataset PATH] [--limit 30] [--model qwen2.5-coder-0.5b]
 """
 
@@ -27,7 +27,7 @@ from eval.metrics import squad_scores
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATASET = ROOT.parent / "shared" / "data" / "squad_v1.1" / "dev.jsonl"
-RESULTS = ROOT / "benchmarks" / "results" / "chunk_prefix.json"
+RESULTS = ROOT / "records" / "chunk_prefix.json"
 MODES = ("direct", "native_after_prefix", "native_alone", "native_split_in_two")
 
 

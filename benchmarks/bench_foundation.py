@@ -4,7 +4,7 @@
 - prefill tokens/s at 512 and 2,048 tokens, fp32 and bf16;
 - KV bytes per token per storage dtype, measured from a saved 512-token chunk cache file.
 
-Writes benchmarks/results/foundation.json and prints a table. Usage:
+Writes records/foundation.json and prints a table. Usage:
     python benchmarks/bench_foundation.py [--models smollm2-135m,...] [--repeats 2]
 """
 
@@ -22,7 +22,7 @@ from cag.kv.serde import save_chunk_cache
 from cag.models import load_model
 from cag.models.packaged import gguf_path
 
-RESULTS = Path(__file__).parent / "results" / "foundation.json"
+RESULTS = Path(__file__).resolve().parent.parent / "records" / "foundation.json"
 
 
 def time_gguf_load(name: str) -> float:

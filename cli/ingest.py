@@ -1,39 +1,15 @@
 """`cag ingest`: chunk, embed and prefill documents once into a store."""
 
-import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from cag.defaults import DEFAULT_EMBEDDER, DEFAULT_ENCODER
-from cag.progress import Progress as IngestProgress
 from cli._errors import handle_errors
-from cli.progress_display import progress_display
+from cli.progress_display import progress_bars
 from cli.options import DeviceOption, DtypeOption, StoreOption
-
-
-class _Bars(IngestProgress):
-    def __init__(self, progress: Progress):
-        self.progress = progress
-        self.files_task = progress.add_task("files", total=None, rate="")
-        self.chunks_task = progress.add_task("chunks prefilled", total=None, rate="")
-        self.tokens = 0
-        self.started = None
-
-    def files(self, total: int) -> None:
-        self.progress.update(self.files_task, total=total)
-
-    def file_done(self, path: str) -> None:
-        self.progress.advance(self.files_task)
-
-    def prefilled(self, chunks: int, tokens: int) -> None:
-        self.started = self.started or time.perf_counter() - 1e-3
-        self.tokens += tokens
-        rate = self.tokens / (time.perf_counter() - self.started)
-        self.progress.update(self.chunks_task, advance=chunks, rate=f"{rate:,.0f} tok/s")
 
 
 @handle_errors
@@ -67,11 +43,8 @@ def ingest_command(
     options = IngestOptions(encoder, embedder, chunk_tokens, 0, faiss_factory, cache_dtype,
                             tuple(also_for or ()), batch_size, device=device, dtype=dtype,
                             reuse_from=tuple(reuse_caches_from or ()))
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("{task.fields[rate]}"), TimeElapsedColumn())
-    with progress_display(*columns) as progress:
-        bars = _Bars(progress)
-        report = ingest(paths, store, options, bars)
+    with progress_bars() as progress:
+        report = ingest(paths, store, options, progress)
     for path, reason in report.skipped:
         console.print(f"[yellow]skipped[/] {path}: {reason}")
     typer.echo(

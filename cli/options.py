@@ -5,6 +5,8 @@ from typing import Annotated
 
 import typer
 
+from cag.errors import CagError
+
 StoreOption = Annotated[Path | None, typer.Option(
     "--store", envvar="CAG_STORE", help="Store folder (default: $CAG_HOME/stores/default).")]
 ModelOption = Annotated[str, typer.Option(
@@ -25,6 +27,5 @@ def parse_layer_window(window: str | None) -> list | None:
     try:
         start, end = (int(x) for x in window.split(":"))
     except ValueError:
-        from cag.errors import CagError
         raise CagError(f"--window must look like START:END (generator layers), not {window!r}.") from None
     return [start, end]

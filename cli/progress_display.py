@@ -8,9 +8,12 @@ dead for an hour. `PlainProgress` takes the part of rich.progress.Progress's API
 
 import sys
 import time
+from contextlib import contextmanager
 
 from rich.console import Console
-from rich.progress import Progress
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from cag.progress import Progress as ProgressProtocol
 
 DEFAULT_EVERY = 30.0
 
@@ -22,6 +25,52 @@ def progress_display(*columns, every: float = DEFAULT_EVERY, stream=None):
     if console.is_terminal:
         return Progress(*columns, console=console)
     return PlainProgress(stream, every)
+
+
+@contextmanager
+def progress_bars(stream=None):
+    """The CLI's drawing of cag.progress.Progress, for the length of a `with` block."""
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+               TextColumn("{task.fields[info]}"))
+    with progress_display(*columns, stream=stream) as display:
+        yield ProgressBars(display)
+
+
+class ProgressBars(ProgressProtocol):
+    """cag.progress.Progress drawn on a rich Progress (or a PlainProgress)."""
+
+    def __init__(self, display):
+        self.display = display
+        self.tasks: dict[str, dict] = {}  # name -> {"id", "total", "started", "tokens"}
+
+    def start(self, task: str, total: int | None = None) -> None:
+        if task in self.tasks:
+            self.tasks[task]["total"] = total
+            self.display.update(self.tasks[task]["id"], total=total)
+            return
+        self.tasks[task] = {"id": self.display.add_task(task, total=total, info=""), "total": total,
+                            "started": time.perf_counter(), "tokens": 0}
+
+    def grow(self, task: str, more: int) -> None:
+        if task not in self.tasks:
+            self.start(task)
+        state = self.tasks[task]
+        state["total"] = (state["total"] or 0) + more
+        self.display.update(state["id"], total=state["total"])
+
+    def advance(self, task: str, n: int = 1, **info) -> None:
+        if task not in self.tasks:
+            self.start(task)
+        state = self.tasks[task]
+        shown = []
+        for key, value in info.items():
+            if key == "tokens":  # a rate since the task started, right from its first line
+                state["tokens"] += value
+                elapsed = max(time.perf_counter() - state["started"], 1e-6)
+                shown.append(f"{state['tokens'] / elapsed:,.0f} tok/s")
+            else:
+                shown.append(f"{key} {value:.4f}" if isinstance(value, float) else f"{key} {value}")
+        self.display.update(state["id"], advance=n, info="  ".join(shown))
 
 
 class PlainProgress:

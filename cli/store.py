@@ -1,4 +1,7 @@
-"""`cag store`: see and manage a store."""
+"""`cag store`: see and manage a store.
+
+(Library modules are imported inside the commands: they pull in torch, which would slow every
+`cag --help`.)"""
 
 import json
 from pathlib import Path
@@ -6,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from cag.errors import CagError
 from cli._errors import handle_errors
 from cli.options import StoreOption
 
@@ -45,9 +49,7 @@ def list_command(store: StoreOption = None) -> None:
 
     opened = Store.open(store)
     try:
-        rows = opened.catalog.conn.execute(
-            "SELECT d.path, COUNT(c.id) FROM documents d LEFT JOIN chunks c ON c.doc_id = d.id "
-            "GROUP BY d.path ORDER BY d.path").fetchall()
+        rows = opened.catalog.file_chunk_counts()
     finally:
         opened.close()
     for path, chunks in rows:
@@ -70,7 +72,6 @@ def prune_command(
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would be freed; delete nothing.")] = False,
         store: StoreOption = None) -> None:
     """Free disk: delete derived cache spaces (translated, or native) a store can re-create."""
-    from cag.errors import CagError
     from cag.store import Store
 
     if role not in PRUNABLE:
@@ -110,7 +111,6 @@ def remove_command(paths: Annotated[list[Path], typer.Argument(help="Ingested fi
             known = opened.catalog.paths()
             chosen = [k for k in known if any(k == t or Path(k).is_relative_to(t) for t in targets)]
             if not chosen:
-                from cag.errors import CagError
                 raise CagError(f"None of {', '.join(targets)} is in store {opened.folder}; "
                                "`cag store list` shows what is.")
             opened.remove_paths(chosen)

@@ -4,6 +4,8 @@ import re
 import string
 from collections import Counter
 
+import numpy as np
+
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = set(string.punctuation)
 
@@ -41,7 +43,6 @@ def squad_scores(prediction: str, golds: list[str]) -> dict:
 def bootstrap_ratio_ci(numerator: list[float], denominator: list[float], resamples: int = 1000,
                        seed: int = 0) -> tuple[float, float, float]:
     """mean(numerator) / mean(denominator) over paired examples, with a 95% bootstrap interval."""
-    import numpy as np
 
     num, den = np.asarray(numerator, dtype=float), np.asarray(denominator, dtype=float)
     if len(num) == 0 or den.mean() == 0:
@@ -59,7 +60,6 @@ def bootstrap_difference_ci(first: list[float], second: list[float], resamples: 
     """mean(first - second) over paired examples, with a 95% bootstrap interval: whether one mode
     beats another beyond noise (an interval above 0), which two overlapping retention intervals
     cannot tell."""
-    import numpy as np
 
     diff = np.asarray(first, dtype=float) - np.asarray(second, dtype=float)
     if len(diff) == 0:

@@ -4,11 +4,16 @@ import json
 import statistics
 from pathlib import Path
 
-from cag.ask import TRANSLATED as TRANSLATOR_MODES
 from cag.atomic import atomic_write_text
+from cag.modes import modes as all_modes
 from eval.metrics import bootstrap_difference_ci, bootstrap_ratio_ci
 
 GENERATIVE = ("extractive", "multi_doc")
+
+
+def translator_modes() -> list[str]:
+    """Modes that read translators, in registration order."""
+    return [m.name for m in all_modes() if m.translator_kind]
 
 
 def load_predictions(run: Path, ids: list, modes: tuple) -> dict:
@@ -48,7 +53,7 @@ def summarize(task: str, modes: tuple, records: dict, bytes_per_token: dict) -> 
 def paired_differences(modes: tuple, records: dict) -> dict:
     """Score differences between translator modes on the same examples, with bootstrap CIs:
     "translated - single" etc., for every pair of translator modes in the run."""
-    present = [m for m in TRANSLATOR_MODES if m in modes]
+    present = [m for m in translator_modes() if m in modes]
     result = {}
     for i, first in enumerate(present):
         for second in present[i + 1:]:
@@ -69,15 +74,16 @@ def storage_per_token(store, lm) -> dict:
     """Bytes of stored chunk caches per context token: native uses the generator's own caches."""
     info = store.info()
     tokens = max(info["distinct_tokens"], 1)  # a passage ingested twice is cached once
-    result = {"direct": 0.0, "none": 0.0}
+    by_reads = {"text": 0.0, "nothing": 0.0}
     for space in info["cache_spaces"]:
         # the generator's own caches: its native space, or the encoder's when it is the encoder
         if space["role"] in ("native", "encoder") and space["fingerprint"] == lm.fingerprint[:12]:
-            result["native"] = result["native-blend"] = round(space["bytes"] / tokens, 1)
+            by_reads["native"] = round(space["bytes"] / tokens, 1)
         if space["role"] == "encoder":  # translated modes read the shared encoder caches
-            result["encoder_caches"] = round(space["bytes"] / tokens, 1)
-            for mode in TRANSLATOR_MODES:
-                result[mode] = result["encoder_caches"]
+            by_reads["encoder"] = round(space["bytes"] / tokens, 1)
+    result = {m.name: by_reads[m.reads] for m in all_modes() if m.reads in by_reads}
+    if "encoder" in by_reads:
+        result["encoder_caches"] = by_reads["encoder"]
     return result
 
 

@@ -15,27 +15,26 @@ from pathlib import Path
 import numpy as np
 
 from cag.atomic import atomic_write_text
-from cag.ask import MODES, TRANSLATED, TRANSLATOR_KIND
 from cag.defaults import (DEFAULT_BLEND, DEFAULT_BLEND_SELECT, DEFAULT_EMBEDDER, DEFAULT_ENCODER,
                           DEFAULT_GENERATOR)
 from cag.errors import CagError
 from cag.faults import fault_point
-from cag.ingest.pipeline import IngestOptions, ingest
+from cag.ingest.pipeline import PREFILL_TASK, IngestOptions, ingest
 from cag.kv.blend import check_blend_options
 from cag.models import load_model
 from cag.models.loading import parse_dtype, resolve_device, resolve_dtype
+from cag.modes import ModeOptions, get_mode, mode_names
 from cag.progress import Progress
 from cag.prompt import prompt_layout
+from cag.retrieval import load_embedder
 from cag.store import Store
 from eval.datasets import load_examples, resolve_dataset, sample
 from eval.report import write_report
 from eval.scoring import evaluate_example
-from indexes.embedder import Embedder
+from mot.registry import find_translator, translators_of_kind
 
 log = logging.getLogger(__name__)
-EVAL_MODES = tuple(m for m in MODES if m != "auto")  # every ask mode; eval names each one it runs
-_NEEDS_TRANSLATOR = set(TRANSLATED)
-_BLEND_MODES = {m for m in EVAL_MODES if m.endswith("-blend")}
+EXAMPLES_TASK, PASSAGES_TASK = "examples x modes", "passage chunks prefilled"  # progress tasks
 
 
 @dataclass(frozen=True)
@@ -58,15 +57,15 @@ class EvalConfig:
     dtype: str = "fp32"  # the generator's compute dtype (answers and its native caches); the encoder stays fp32
     device: str = "auto"  # where models run; not part of the run's identity
     blend: float = DEFAULT_BLEND  # *-blend modes: share of context tokens the generator recomputes
-    blend_select: str = DEFAULT_BLEND_SELECT  # *-blend modes: which tokens (cag.kv.blend.SELECTIONS)
+    blend_select: str = DEFAULT_BLEND_SELECT  # *-blend modes: which tokens (cag.kv.blend.SELECTIONS; others: experiments)
     reuse_caches: tuple = ()  # run folders or stores whose identical chunk caches are linked, not prefilled
     keep_translated: bool = True  # store chunk translations in the run's store (reused by -window/-blend, resume)
 
 
 def check_modes(config: EvalConfig) -> tuple:
-    unknown = [m for m in config.modes if m not in EVAL_MODES]
+    unknown = [m for m in config.modes if m not in mode_names()]
     if unknown or not config.modes:
-        raise CagError(f"Unknown mode(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(EVAL_MODES)}.")
+        raise CagError(f"Unknown mode(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(mode_names())}.")
     if "direct" not in config.modes:
         raise CagError("Modes must include direct: retention is measured against it.")
     if config.option_score not in ("mean", "sum"):
@@ -79,11 +78,10 @@ def check_modes(config: EvalConfig) -> tuple:
 def check_translators(config: EvalConfig, modes: tuple) -> tuple:
     """Modes whose translator exists; a missing one is an error, or skipped under --skip-missing.
     Models are loaded (to compare fingerprints) only when a translator for the pair is on disk."""
-    from mot.registry import find_translator, translators_of_kind
     kept, models = [], None
     for mode in modes:
-        if mode in _NEEDS_TRANSLATOR:
-            kind = TRANSLATOR_KIND[mode]
+        kind = get_mode(mode).translator_kind
+        if kind:
             reason = None
             if not translators_of_kind(kind):
                 reason = (f"no {kind} translator from {config.encoder} to {config.model}: train one with "
@@ -115,7 +113,7 @@ def run_eval(config: EvalConfig, progress: Progress | None = None) -> Path:
     config = replace(config, device=device, dtype=resolve_dtype(config.dtype, device))
     path, task = resolve_dataset(config.dataset, config.task)
     modes = check_modes(config)
-    if _NEEDS_TRANSLATOR & set(modes):  # fail before any model work when a translator is missing
+    if _reading(modes, "encoder"):  # fail before any model work when a translator is missing
         modes = check_translators(config, modes)
     examples = sample(load_examples(path, task), task, config.limit, config.seed)
     run = Path(config.out) if config.out else default_run_dir(config, path, task)
@@ -125,22 +123,22 @@ def run_eval(config: EvalConfig, progress: Progress | None = None) -> Path:
     store, locators = _build_store(run, config, task, examples, modes, _PrefillOnly(progress))
     lm = load_model(config.model, config.dtype, config.device)
     layout = prompt_layout(lm.tokenizer)
-    embedder = Embedder(config.embedder) if task == "multi_doc" and not config.context_budget else None
+    embedder = load_embedder(config.embedder) if task == "multi_doc" and not config.context_budget else None
     done = _done_keys(run / "predictions.jsonl")
-    progress.files(len(examples) * len(modes))
+    options = ModeOptions(config.blend, config.blend_select, config.window, config.keep_translated)
+    progress.start(EXAMPLES_TASK, len(examples) * len(modes))
     with open(run / "predictions.jsonl", "a", encoding="utf-8") as out:
         for example, locs in zip(examples, locators):
             rows = _context_rows(store, locs, example, config, embedder)
             for mode in modes:
                 if (example["id"], mode) not in done:
                     record = evaluate_example(task, mode, example, rows, store, lm, layout,
-                                              config.max_new_tokens, config.option_score, config.window,
-                                              config.blend, config.blend_select, config.keep_translated)
+                                              config.max_new_tokens, config.option_score, options)
                     out.write(json.dumps(record, ensure_ascii=False) + "\n")
                     out.flush()
                     os.fsync(out.fileno())
                     fault_point("prediction_written")
-                progress.file_done(f"{example['id']}:{mode}")
+                progress.advance(EXAMPLES_TASK)
     write_report(run, task, reported, [e["id"] for e in examples], store, lm, config)
     store.close()
     return run
@@ -159,8 +157,10 @@ def _start_or_resume(run: Path, config: dict) -> tuple:
         # `out`: a run folder may have been moved or renamed since it started; `device`: where it runs;
         # `reuse_caches`: where identical caches come from (they are the same bytes either way);
         # `keep_translated`: whether translations are stored (the same translations either way)
-        free = {"modes", "skip_missing", "out", "device", "reuse_caches", "keep_translated"} | (set() if "translated-window" in previous["modes"] else {"window"})
-        free |= set() if _BLEND_MODES & set(previous["modes"]) else {"blend", "blend_select"}
+        ran = [get_mode(m) for m in previous["modes"] if m in mode_names()]
+        free = {"modes", "skip_missing", "out", "device", "reuse_caches", "keep_translated"}
+        free |= set() if any(m.uses_window for m in ran) else {"window"}
+        free |= set() if any(m.recomputes for m in ran) else {"blend", "blend_select"}
         same = lambda c: {k: v for k, v in c.items() if k not in free}
         if same(previous) == same(config):
             # the same run with other modes: predictions already made are kept, new modes are added;
@@ -198,14 +198,28 @@ def _done_keys(path: Path) -> set:
     return keys
 
 
+def _reading(modes, what: str) -> bool:
+    """Whether any of `modes` reads `what` ("native" or "encoder" caches)."""
+    return any(get_mode(m).reads == what for m in modes)
+
+
 class _PrefillOnly(Progress):
     """Forwards ingest's prefill progress, not its file counts, to the eval's progress."""
 
     def __init__(self, progress: Progress):
         self.progress = progress
 
-    def prefilled(self, chunks: int, tokens: int) -> None:
-        self.progress.prefilled(chunks, tokens)
+    def start(self, task: str, total: int | None = None) -> None:
+        if task == PREFILL_TASK:
+            self.progress.start(PASSAGES_TASK, total)
+
+    def grow(self, task: str, more: int) -> None:
+        if task == PREFILL_TASK:
+            self.progress.grow(PASSAGES_TASK, more)
+
+    def advance(self, task: str, n: int = 1, **info) -> None:
+        if task == PREFILL_TASK:
+            self.progress.advance(PASSAGES_TASK, n, **info)
 
 
 def _build_store(run: Path, config: EvalConfig, task: str, examples: list, modes: tuple,
@@ -223,13 +237,13 @@ def _build_store(run: Path, config: EvalConfig, task: str, examples: list, modes
         contexts.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(contexts, body)
     _follow_moved_run(run / "store", contexts)
-    also = (config.model,) if {"native", "native-blend"} & set(modes) else ()
+    also = (config.model,) if _reading(modes, "native") else ()
     # the encoder prefills in fp32 as in training; the generator's native caches in the run's dtype
     # the encoder's caches only when a mode reads them (translator modes; native when the generator
     # is the encoder, the same cache space): a direct/native/none run skips that prefill
     options = IngestOptions(encoder=config.encoder, embedder=config.embedder, also_for=also,
                             device=config.device, dtype="fp32", also_for_dtype=config.dtype,
-                            encoder_caches=bool(_NEEDS_TRANSLATOR & set(modes)),
+                            encoder_caches=_reading(modes, "encoder"),
                             reuse_from=tuple(_store_folder(Path(p)) for p in config.reuse_caches))
     if records:
         ingest([contexts], run / "store", options, progress)

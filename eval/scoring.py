@@ -5,24 +5,23 @@ import time
 
 import torch
 import torch.nn.functional as F
+from transformers import DynamicCache
 
-from cag.ask import build_context
-from cag.defaults import DEFAULT_BLEND, DEFAULT_BLEND_SELECT
 from cag.kv.generate import forward_new_tokens, greedy_generate
+from cag.modes import ContextRequest, ModeOptions, get_mode
 from eval.metrics import squad_scores
 
 GENERATIVE = ("extractive", "multi_doc")
 
 
 def evaluate_example(task: str, mode: str, example: dict, rows: list, store, lm, layout,
-                     max_new_tokens: int, option_score: str, window=None, blend: float = DEFAULT_BLEND,
-                     blend_select: str = DEFAULT_BLEND_SELECT, keep_translated: bool = True) -> dict:
+                     max_new_tokens: int, option_score: str, options: ModeOptions = ModeOptions()) -> dict:
     """A predictions.jsonl record for `example` answered in `mode` from chunk `rows` (assembly order)."""
     start = time.perf_counter()
-    timings = {"load": 0.0, "assemble": 0.0}
     q_ids = layout.question_ids(lm.tokenizer, example["question"])
-    context, lead, context_tokens = build_context(mode, store, lm, layout, rows, timings, window, blend,
-                                                  blend_select, keep_translated, question_ids=q_ids)
+    request = ContextRequest(store, lm, layout, rows, q_ids, options)
+    built = get_mode(mode).build(request)
+    context, lead, context_tokens, timings = built.context, built.lead_ids, built.context_tokens, request.timings
     if task in GENERATIVE:
         begin = time.perf_counter()
         generation = greedy_generate(lm, lead + q_ids, context, max_new_tokens)
@@ -43,15 +42,13 @@ def evaluate_example(task: str, mode: str, example: dict, rows: list, store, lm,
                   "option_logprob_sum": [round(x, 4) for x in sums],
                   "option_logprob_mean": [round(x, 4) for x in means]}
     return {"id": example["id"], "mode": mode, **record, "gold": gold,
-            "context_tokens": context_tokens, "chunks": 0 if mode == "none" else len(rows),
+            "context_tokens": context_tokens, "chunks": len(rows) if get_mode(mode).needs_retrieval else 0,
             "timings_ms": {k: round(v, 1) for k, v in timings.items()}}
 
 
 @torch.no_grad()
 def option_logprobs(lm, context, prompt_ids: list, options: list, layout) -> tuple[list, list, float]:
     """Sum and mean log-probability of each option's tokens after the prompt (context cached)."""
-    from transformers import DynamicCache
-
     cache = context.cache if context is not None else DynamicCache(config=lm.config)
     pos = context.length if context is not None else 0
     start = time.perf_counter()

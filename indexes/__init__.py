@@ -1,6 +1,7 @@
-"""Sentence embeddings and FAISS vector indexes over chunk ids."""
+"""Sentence embeddings and FAISS vector indexes over int64 ids. The lowest layer: it imports
+nothing of cag, mot, eval or cli."""
 
-from indexes.embedder import DEFAULT_EMBEDDER, Embedder
-from indexes.faiss_index import VectorIndex
+from indexes.embedder import Embedder, EmbedderLoadError
+from indexes.faiss_index import IndexInfo, IndexSetupError, VectorIndex
 
-__all__ = ["DEFAULT_EMBEDDER", "Embedder", "VectorIndex"]
+__all__ = ["Embedder", "EmbedderLoadError", "IndexInfo", "IndexSetupError", "VectorIndex"]

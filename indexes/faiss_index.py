@@ -1,23 +1,23 @@
-"""A FAISS index over int64 chunk ids, saved with a JSON sidecar.
+"""A FAISS index over int64 chunk ids.
 
 The factory string (`"Flat"`, `"IVF256,Flat"`, `"HNSW32"`) is the index's saved config; ids are
 explicit (`IndexIDMap2`) so that deletions work; vectors are unit-norm float32 `[n, dim]` searched
 by inner product. IVF indexes probe up to 16 lists. faiss-gpu is used for search when GPUs are
-present.
+present. This package knows nothing of cag: where the bytes go (and their digest) is the store's
+business (`to_bytes` / `from_bytes`).
 """
 
-import json
 import logging
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 import faiss
 import numpy as np
 
-from cag.atomic import atomic_write, atomic_write_text
-from cag.errors import CagError
-
 log = logging.getLogger(__name__)
+
+
+class IndexSetupError(ValueError):
+    """A factory string FAISS does not know, or an index that cannot be trained on what it got."""
 
 
 @dataclass(frozen=True)
@@ -29,11 +29,11 @@ class IndexInfo:
     generation: int  # the catalog generation the index was built from
 
 
-def _new_index(factory: str, dim: int, n_train: int):
+def _new_index(factory: str, dim: int):
     try:
         inner = faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT)
     except RuntimeError as exc:
-        raise CagError(f"Invalid FAISS factory string {factory!r}: {exc}") from exc
+        raise IndexSetupError(f"Invalid FAISS factory string {factory!r}: {exc}") from exc
     return faiss.IndexIDMap2(inner)
 
 
@@ -59,15 +59,15 @@ class VectorIndex:
         """Build from `ids` (n,) int64 and `vectors` (n, dim) float32, training if needed."""
         vectors = np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1, dim)
         ids = np.ascontiguousarray(ids, dtype=np.int64)
-        index = _new_index(factory, dim, len(ids))
+        index = _new_index(factory, dim)
         if not index.is_trained:
             if len(ids) == 0:
-                raise CagError(f"FAISS index {factory!r} needs training vectors; ingest documents first.")
+                raise IndexSetupError(f"FAISS index {factory!r} needs training vectors; ingest documents first.")
             try:
                 index.train(vectors)
             except RuntimeError as exc:
-                raise CagError(f"Could not train FAISS index {factory!r} on {len(ids)} vectors "
-                               f"({exc}); use 'Flat' or fewer IVF lists for a small store.") from exc
+                raise IndexSetupError(f"Could not train FAISS index {factory!r} on {len(ids)} vectors "
+                                      f"({exc}); use 'Flat' or fewer IVF lists for a small store.") from exc
         if len(ids):
             index.add_with_ids(vectors, ids)
         return cls(index, IndexInfo(factory, dim, embedder, int(index.ntotal), generation))
@@ -90,23 +90,18 @@ class VectorIndex:
                 self._searcher = faiss.index_cpu_to_all_gpus(self.index)
         return self._searcher
 
-    def save(self, folder: Path) -> None:
-        folder = Path(folder)
-        atomic_write(folder / "index.faiss", lambda tmp: faiss.write_index(self.index, str(tmp)))
-        atomic_write_text(folder / "index.json", json.dumps(asdict(self.info), indent=2))
+    def to_bytes(self) -> bytes:
+        return faiss.serialize_index(self.index).tobytes()
 
     @classmethod
-    def load(cls, folder: Path) -> "VectorIndex | None":
-        """The saved index, or None when there is none (or it is unreadable: it can be rebuilt)."""
-        folder = Path(folder)
-        if not (folder / "index.faiss").is_file() or not (folder / "index.json").is_file():
-            return None
+    def from_bytes(cls, data: bytes, info: IndexInfo) -> "VectorIndex":
+        """The index `to_bytes` wrote; ValueError when the bytes are not one, or not the one `info`
+        describes (another vector count or dimension)."""
         try:
-            info = IndexInfo(**json.loads((folder / "index.json").read_text()))
-            index = faiss.read_index(str(folder / "index.faiss"))
-        except (RuntimeError, ValueError, TypeError) as exc:
-            log.warning("FAISS index in %s is unreadable (%s); it will be rebuilt", folder, exc)
-            return None
-        if index.ntotal != info.count:
-            return None
+            index = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
+        except RuntimeError as exc:
+            raise ValueError(f"not a readable FAISS index ({str(exc).splitlines()[0]})") from exc
+        if index.ntotal != info.count or index.d != info.dim:
+            raise ValueError(f"holds {index.ntotal} vectors of {index.d} dimensions, its sidecar says "
+                             f"{info.count} of {info.dim}")
         return cls(index, info)

@@ -116,3 +116,12 @@ def load_translator(path: Path) -> Translator:
     translator = load_translator_weights(TranslatorSpec.from_dict(record["spec"]), path)
     translator.checkpoint_path = path
     return translator
+
+
+def record_qa(checkpoint: Path, result: dict, key: str = "qa") -> None:
+    """Write a QA retention measurement into a translator's JSON (weights and fingerprint
+    unchanged): `key` "qa" (its full mode) or "qa_blend" (a translated-blend setting)."""
+    record_path = paths(checkpoint)[1]
+    record = json.loads(record_path.read_text())
+    record["spec"]["metrics"][key] = result
+    atomic_write_text(record_path, json.dumps(record, indent=2))

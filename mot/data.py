@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 from transformers import DynamicCache
 
@@ -169,7 +170,6 @@ def save_window(window: PreparedWindow, path: Path) -> None:
 
 
 def load_window(path: Path) -> PreparedWindow:
-    from safetensors import safe_open
     with safe_open(str(path), "pt") as handle:
         texts = json.loads(handle.metadata()["texts"])
     t = load_file(str(path))

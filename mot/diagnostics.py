@@ -6,27 +6,15 @@ import contextlib
 
 import torch
 
+from cag.models.layers import attention_modules
 from mot.step import run_window
-
-
-def decoder_layers(model) -> list:
-    base = model.base_model
-    for path in ("layers", "h", "decoder.layers"):
-        module = base
-        for part in path.split("."):
-            module = getattr(module, part, None)
-        if module is not None:
-            return list(module)
-    raise ValueError(f"cannot find the decoder layers of {type(model).__name__}")
 
 
 @contextlib.contextmanager
 def capture_attention(model, keep_last: int):
     """Collects each layer's attention output (last `keep_last` positions) during forwards."""
     outputs, handles = {}, []
-    for i, layer in enumerate(decoder_layers(model)):
-        attention = getattr(layer, "self_attn", None) or getattr(layer, "attn")
-
+    for i, attention in enumerate(attention_modules(model)):
         def hook(module, args, output, i=i):
             value = output[0] if isinstance(output, tuple) else output
             outputs[i] = value[0, -keep_last:].detach().float()

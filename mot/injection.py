@@ -11,7 +11,24 @@ Both keep the generator's own prefix (BOS / chat-template start) as a native att
 import torch
 from transformers import DynamicCache
 
+from cag.errors import CagError
 from cag.kv.rotary import Rotary
+
+
+def default_window(target_layers: int) -> list:
+    """[start, end) of the middle third of the target's layers."""
+    third = max(1, target_layers // 3)
+    return [third, min(target_layers, 2 * third)]
+
+
+def injection_window(translator, lm, window=None) -> tuple:
+    """[start, end) target layers for window injection: given, else the translator's training
+    window, else the middle third."""
+    layers = lm.geometry.num_layers
+    start, end = window or translator.spec.training.get("window") or default_window(layers)
+    if not 0 <= start < end <= layers:
+        raise CagError(f"Injection window {start}:{end} is not inside the generator's {layers} layers.")
+    return start, end
 
 
 def rotate_to(lm, keys: list, start: int) -> list:

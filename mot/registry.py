@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cag.home import cag_home
+from mot.checkpoint import paths
 
 log = logging.getLogger(__name__)
 SHIPPED = Path(__file__).resolve().parent.parent / "translators"
@@ -72,7 +73,6 @@ def install(checkpoint: Path, source: str, target: str, kind: str) -> Path:
     folder = cag_home() / "translators"
     folder.mkdir(parents=True, exist_ok=True)
     stem = file_stem(source, target, kind)  # has dots ("qwen2.5"): never use with_suffix on it
-    from mot.checkpoint import paths
     for suffix, source_file in zip((".safetensors", ".json"), paths(checkpoint)):
         tmp = folder / f".tmp-{stem}{suffix}"
         shutil.copyfile(source_file, tmp)

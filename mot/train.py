@@ -16,7 +16,6 @@ import logging
 import math
 import random
 import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
@@ -27,113 +26,35 @@ from cag.errors import CagError
 from cag.faults import fault_point
 from cag.kv.chunk_cache import run_prefill
 from cag.models import load_model
-from cag.models.loading import resolve_device
 from cag.prompt import prompt_layout
-from mot.checkpoint import check_weight_dtype, load_translator, read_record, save_translator
-from mot.data import CONTINUATIONS, load_window, make_windows, prepare_window, read_paragraphs, save_window
+from cag.progress import Progress
+from mot.checkpoint import load_translator, read_record, save_translator
+from mot.data import load_window, make_windows, prepare_window, read_paragraphs, save_window
+from mot.injection import default_window
 from mot.query_metric import query_moments, window_sequences
 from mot.ridge import RidgeFit
 from mot.step import chunk_tokens, chunk_weights, run_window
-from mot.translator import Translator, check_attention, make_spec
+from mot.train_config import ABSENT_MEANS, TrainConfig, check, resolve
+from mot.translator import Translator, make_spec
 
 log = logging.getLogger(__name__)
-KEY_LOSSES = ("nmse", "query")
-
-
-@dataclass
-class TrainConfig:
-    source: str
-    target: str
-    out: str
-    corpus: list = field(default_factory=list)
-    heldout_corpus: list = field(default_factory=list)
-    kind: str = "mot"  # mot | single | ridge
-    mode: str = "full"  # full | window
-    window: list | None = None  # [start, end) target layers for mode window; default the middle third
-    experts: int = 4
-    top_k: int = 2
-    rank: int = 24
-    router_hidden: int = 32
-    attention_dim: int = 0  # > 0: chunk attention (both ways) in front of each layer's mixtures
-    attention_heads: int = 4
-    target_embeddings: int = 0  # > 0: the target's embeddings of each token and the ones before it
-    token_rank: int = 0  # > 0: those features through one projection to this width (smaller, faster)
-    pairs_per_layer: int = 2
-    windows: int = 256
-    heldout_windows: int = 32
-    chunk_tokens: int = 64
-    chunks: int = 2
-    continuation_tokens: int = 32
-    continuation: str = "text"  # text | cloze (a question about the context + the teacher's answer)
-    answer_tokens: int = 12  # cloze: the most tokens of the teacher's answer
-    teacher_top_k: int = 32
-    steps: int = 120
-    batch: int = 4
-    lr: float = 1e-3
-    trunk_lr_scale: float = 0.01  # the ridge trunks' learning rate relative to lr
-    warmup: int = 20
-    weight_decay: float = 0.01
-    ridge_lambda: float = 1e-2
-    w_reconstruction: float = 1.0
-    w_kl: float = 1.0
-    w_continuation_kv: float = 0.5
-    w_balance: float = 0.01
-    eval_every: int = 40
-    checkpoint_every: int = 20
-    seed: int = 0
-    device: str = "cpu"
-    dtype: str = "fp16"  # of the saved translator weights
-    data: str | None = None  # prepared windows folder (default OUT/data); shareable between runs
-    init: str | None = None  # a trained translator to continue from (instead of the ridge start)
-    key_loss: str = "nmse"  # nmse | query (keys' error as the target's own queries see it)
-    query_windows: int = 64  # key_loss query: training windows the target's queries are read from
-
-
-class Progress:
-    """Callbacks for long phases (the CLI draws bars); the default prints nothing."""
-
-    def phase(self, name: str, total: int) -> None: ...
-
-    def advance(self, n: int = 1, **info) -> None: ...
-
-
-def check_config(cfg: TrainConfig) -> None:
-    if cfg.kind not in ("mot", "single", "ridge"):
-        raise CagError(f"Unknown translator kind {cfg.kind!r}; choose mot, single or ridge.")
-    if cfg.mode not in ("full", "window"):
-        raise CagError(f"Unknown mode {cfg.mode!r}; choose full or window.")
-    if cfg.continuation not in CONTINUATIONS:
-        raise CagError(f"Unknown continuation {cfg.continuation!r}; choose {' or '.join(CONTINUATIONS)}.")
-    if cfg.key_loss not in KEY_LOSSES:
-        raise CagError(f"Unknown key loss {cfg.key_loss!r}; choose {' or '.join(KEY_LOSSES)}.")
-    if cfg.init and cfg.kind == "ridge":
-        raise CagError("--init continues training a translator; kind ridge has no training (use mot or single).")
-    if cfg.steps < 0 or cfg.windows < 1 or cfg.batch < 1:
-        raise CagError("--steps must be >= 0, --windows and --batch >= 1.")
-    check_attention(cfg.kind, cfg.attention_dim, cfg.attention_heads)
-    check_weight_dtype(cfg.dtype)
-    resolve_device(cfg.device)  # a GPU that is not there is refused before any work
-
-
-def default_window(target_layers: int) -> list:
-    third = max(1, target_layers // 3)
-    return [third, min(target_layers, 2 * third)]
+TRAINING_TASK = "training"  # progress task of the optimizer steps
 
 
 def train(cfg: TrainConfig, progress: Progress | None = None) -> Path:
+    """Run (or resume) the training `cfg` describes; the run folder."""
     progress = progress or Progress()
-    check_config(cfg)
-    run = Path(cfg.out)
-    _start_or_resume(run, cfg)
+    check(cfg)
     torch.manual_seed(cfg.seed)
     source = load_model(cfg.source, device=cfg.device)
     target = load_model(cfg.target, device=cfg.device)
+    cfg = resolve(cfg, target.geometry.num_layers)
+    run = Path(cfg.out)
+    _start_or_resume(run, cfg)
     for p in target.model.parameters():
         p.requires_grad_(False)
     s_prefix = prompt_layout(source.tokenizer).prefix_ids
     t_prefix = prompt_layout(target.tokenizer).prefix_ids
-    if cfg.mode == "window" and cfg.window is None:
-        cfg.window = default_window(target.geometry.num_layers)
     prepare_started = time.perf_counter()
     data = Path(cfg.data) if cfg.data else run / "data"
     _check_data_folder(data, cfg, source, target)
@@ -164,7 +85,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> Path:
                   metrics_path, progress, moments)
     translator.eval()
     final = evaluate(translator, target, prefix_kv, len(t_prefix), heldout, cfg)
-    spec.training = {**asdict(cfg), "train_tokens": start["tokens"],
+    spec.training = {**cfg.to_json(), "train_tokens": start["tokens"],
                      **({"init_weights_sha256": start["init_weights_sha256"]} if cfg.init else {}),
                      "train_seconds": round(_train_seconds(metrics_path) + start["seconds"], 1),
                      "prepare_seconds_this_session": round(prepare_seconds, 1),
@@ -223,16 +144,16 @@ def _claim(path: Path, wanted: dict, mismatch: str, defaults: dict | None = None
 
 
 def _start_or_resume(run: Path, cfg: TrainConfig) -> None:
-    defaults = asdict(TrainConfig(source=cfg.source, target=cfg.target, out=cfg.out))
-    _claim(run / "config.json", asdict(cfg), f"Run folder {run} holds a training run with another "
+    defaults = {**ABSENT_MEANS, "source": cfg.source, "target": cfg.target, "out": cfg.out}
+    _claim(run / "config.json", cfg.to_json(), f"Run folder {run} holds a training run with another "
            "config; pass another --out or delete that folder.", defaults)
 
 
 def _check_data_folder(data: Path, cfg: TrainConfig, source, target) -> None:
     """Prepared windows depend on both models, the corpora and the window shape: a data folder
     records them and refuses to be reused for anything else."""
-    wanted = {"source": source.fingerprint, "target": target.fingerprint, "corpus": cfg.corpus,
-              "heldout_corpus": cfg.heldout_corpus, "chunk_tokens": cfg.chunk_tokens,
+    wanted = {"source": source.fingerprint, "target": target.fingerprint, "corpus": list(cfg.corpus),
+              "heldout_corpus": list(cfg.heldout_corpus), "chunk_tokens": cfg.chunk_tokens,
               "chunks": cfg.chunks, "continuation_tokens": cfg.continuation_tokens,
               "teacher_top_k": cfg.teacher_top_k, "seed": cfg.seed}
     if cfg.continuation != "text":  # (folders prepared before cloze windows existed stay valid)
@@ -257,7 +178,8 @@ def _prepared(folder: Path, corpus: list, count: int, cfg: TrainConfig, source, 
     if len(texts) < count:
         log.warning("only %d windows of the %d asked fit in %s", len(texts), count, corpus)
     folder.mkdir(parents=True, exist_ok=True)
-    progress.phase(f"preparing {folder.name} windows", len(texts))
+    task = f"preparing {folder.name} windows"
+    progress.start(task, len(texts))
     windows = []
     for i, text in enumerate(texts):
         path = folder / f"w{i:05d}.safetensors"
@@ -265,13 +187,13 @@ def _prepared(folder: Path, corpus: list, count: int, cfg: TrainConfig, source, 
             save_window(prepare_window(text, source, target, s_prefix, t_prefix, cfg.teacher_top_k,
                                        cfg.answer_tokens), path)
         windows.append(load_window(path))
-        progress.advance()
+        progress.advance(task)
     return windows
 
 
 def _fit_ridge(translator, target, windows: list, prefix_len: int, cfg: TrainConfig, progress) -> dict:
     fit = RidgeFit(translator)
-    progress.phase("ridge fit", len(windows))
+    progress.start("ridge fit", len(windows))
     for window in windows:
         pos = prefix_len
         for chunk in window.chunks:
@@ -280,7 +202,7 @@ def _fit_ridge(translator, target, windows: list, prefix_len: int, cfg: TrainCon
             fit.add(chunk.src_keys, chunk.src_values, weights, chunk.tgt_keys, chunk.tgt_values, positions,
                     chunk_tokens(translator, target, chunk))
             pos += chunk.tgt_ids.numel()
-        progress.advance()
+        progress.advance("ridge fit")
     return fit.solve(cfg.ridge_lambda)
 
 
@@ -317,8 +239,8 @@ def _optimize(translator, target, prefix_kv, prefix_len, train_set, heldout, cfg
     step = _load_state(run, translator, optimizer)
     _drop_records_after(metrics_path, step)  # steps after the last checkpoint are redone
     rng = random.Random(cfg.seed * 1000 + step)
-    progress.phase("training", cfg.steps)
-    progress.advance(step)
+    progress.start(TRAINING_TASK, cfg.steps)
+    progress.advance(TRAINING_TASK, step)
     translator.train()
     while step < cfg.steps:
         for group in optimizer.param_groups:
@@ -349,7 +271,7 @@ def _optimize(translator, target, prefix_kv, prefix_len, train_set, heldout, cfg
         if step % cfg.checkpoint_every == 0 or step == cfg.steps:
             _save_state(run, translator, optimizer, step)
             fault_point("train_checkpoint")
-        progress.advance(1, loss=totals["loss"], kl=totals["kl"])
+        progress.advance(TRAINING_TASK, 1, loss=totals["loss"], kl=totals["kl"])
 
 
 @torch.no_grad()

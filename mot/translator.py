@@ -18,7 +18,7 @@ from torch import nn
 
 from cag.errors import CagError
 from cag.kv.chunk_cache import ChunkCache, chunk_meta, tokenize_chunk
-from cag.models.fingerprint import sha256_hex
+from cag.models.fingerprint import sha256_hex, tensors_digest
 from mot.alignment import align
 from mot.batched import translate_layers
 from mot.chunk_attention import ChunkAttention
@@ -168,7 +168,6 @@ class Translator(nn.Module):
         per loaded translator (every ask and eval example names its translated-cache space by it);
         training, which changes the weights, never asks for it."""
         if getattr(self, "_fingerprint", None) is None:
-            from cag.models.fingerprint import tensors_digest
             identity = {k: v for k, v in self.spec.to_dict().items() if k not in ("metrics", "training")}
             if not identity["attention_dim"]:  # translators made before chunk attention keep their fingerprint
                 del identity["attention_dim"], identity["attention_heads"]

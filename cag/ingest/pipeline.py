@@ -30,9 +30,11 @@ from cag.progress import Progress
 from cag.prompt import prompt_layout
 from cag.store.catalog import NewChunk, doc_label
 from cag.store.store import CacheSpace, Store, StoreConfig, default_store_dir
+from cag.retrieval import load_embedder
 from indexes.embedder import Embedder
 
 log = logging.getLogger(__name__)
+FILES_TASK, PREFILL_TASK = "files", "chunks prefilled"  # progress tasks
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,8 @@ class _Space:
 
 def _space(lm, role: str) -> _Space:
     prefix = prompt_layout(lm.tokenizer).prefix_ids
-    return _Space(lm, prefix, CacheSpace(lm.name, lm.fingerprint, ids_sha256(prefix), role))
+    return _Space(lm, prefix, CacheSpace(lm.name, lm.fingerprint, ids_sha256(prefix), role,
+                                         generator=lm.name if role == "native" else ""))
 
 
 def _file_sha256(path: Path) -> str:
@@ -103,7 +106,7 @@ def ingest(paths: list, store_dir: Path | None = None, options: IngestOptions = 
         raise CagError(f"No such file or folder: {', '.join(missing)}.")
     _check_existing_store(store_dir, options)
     encoder = load_model(options.encoder, options.dtype, options.device)
-    embedder = Embedder(options.embedder)
+    embedder = load_embedder(options.embedder)
     config = StoreConfig(encoder.name, encoder.fingerprint, options.embedder, embedder.dim,
                          options.faiss_factory, options.chunk_tokens, options.chunk_overlap,
                          options.cache_dtype)
@@ -141,11 +144,12 @@ def _ingest_locked(roots: list, store: Store, encoder, embedder: Embedder, optio
     report = IngestReport(str(store.folder))
     files = discover(roots)
     report.files_seen = len(files)
-    progress.files(len(files))
+    progress.start(FILES_TASK, len(files))
+    progress.start(PREFILL_TASK)  # the clock of its rate starts here, before the first batch
     for path in files:
         _ingest_file(path, store, chunker, embedder, spaces, config, report, progress,
                      max(1, options.batch_size), encoder.tokenizer, donors)
-        progress.file_done(str(path))
+        progress.advance(FILES_TASK)
     report.files_removed = _remove_vanished(store, roots, set(map(str, files)))
     store.index()  # rebuilt from the catalog if anything changed
     fault_point("index_saved")
@@ -190,9 +194,7 @@ def _ingest_file(path: Path, store: Store, chunker: Chunker, embedder: Embedder,
 
 def _caches_complete(store: Store, path: Path, spaces: list) -> bool:
     """Every chunk of `path` has a cache file in every requested space (e.g. a new --also-for)."""
-    texts = [r[0] for r in store.catalog.conn.execute(
-        "SELECT c.text_sha256 FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE d.path = ?",
-        (str(path),))]
+    texts = store.catalog.text_hashes_of(str(path))
     return all(store.cache_path(s.space, t).is_file() for s in spaces for t in texts)
 
 
@@ -210,6 +212,7 @@ def _prefill_missing(store: Store, s: _Space, pending: list, config: StoreConfig
             report.caches_reused += 1
         else:
             todo.append((doc, chunk))
+    progress.grow(PREFILL_TASK, len(todo))
     for start in range(0, len(todo), batch_size):
         batch = todo[start:start + batch_size]
         caches = prefill_chunks(s.lm, [c.text for _, c in batch], s.prefix, batch_size=batch_size,
@@ -221,7 +224,7 @@ def _prefill_missing(store: Store, s: _Space, pending: list, config: StoreConfig
             report.caches_written += 1
         tokens = sum(c.num_tokens for c in caches)
         report.tokens_prefilled += tokens
-        progress.prefilled(len(caches), tokens)
+        progress.advance(PREFILL_TASK, len(caches), tokens=tokens)
 
 
 def _reuse_stores(folders: tuple, store: Store) -> tuple:

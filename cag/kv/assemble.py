@@ -98,3 +98,18 @@ def _check_absolute_offset(geometry, chunk: ChunkCache, pos: int) -> None:
         raise CagError(f"Chunk {chunk.meta.doc_id or '?'}#{chunk.meta.chunk_index} was prefilled at "
                        f"position {chunk.meta.position_start} but lands at {pos}; "
                        f"{geometry.family} uses absolute positions, so prefill it at its final offset.")
+
+
+@torch.no_grad()
+def warm_up(lm, prefix_ids=()) -> None:
+    """Pay a loaded generator's one-time costs before anything is timed: prefill its native prefix
+    (cached for every later question) and run one forward with logits, which pages in every weight
+    (converted models are memory-mapped and load lazily). Once per model."""
+    if lm.warm:
+        return
+    prefix = torch.as_tensor(list(prefix_ids), dtype=torch.int64)
+    if prefix.numel():
+        native_prefix_kv(lm, prefix)
+    ids = prefix if prefix.numel() else torch.as_tensor(lm.tokenizer("a")["input_ids"][:1], dtype=torch.int64)
+    lm.model(input_ids=ids[None].to(lm.device), logits_to_keep=1)
+    lm.warm = True

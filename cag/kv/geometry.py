@@ -2,6 +2,8 @@
 
 from dataclasses import dataclass, asdict
 
+from cag.errors import CagError
+
 ROTARY_FAMILIES = {"llama", "qwen2", "gemma3_text", "gemma3", "mistral", "qwen3"}
 ABSOLUTE_FAMILIES = {"gpt2": 0, "opt": 2}  # family -> offset of the learned position table
 
@@ -49,7 +51,6 @@ def geometry_of(config) -> KVGeometry:
         return _absolute_geometry(config, family)
     if family in ROTARY_FAMILIES:
         return _rotary_geometry(config, family)
-    from cag.errors import CagError
     raise CagError(f"Model family {family!r} is not supported; supported: gpt2, opt, llama, "
                    "qwen2, gemma3.")
 

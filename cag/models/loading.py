@@ -35,6 +35,7 @@ class LoadedModel:
     # native prefix K/V by prefix digest: the same prefix (chat-template start) precedes every
     # question, so it is prefilled once per loaded model
     prefix_kv: dict = field(default_factory=dict, repr=False)
+    warm: bool = False  # its one-time costs paid (cag.kv.assemble.warm_up)
 
     @property
     def config(self):

@@ -176,6 +176,16 @@ class Catalog:
         vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, dim)
         return ids, vectors
 
+    def text_hashes_of(self, path: str) -> list[str]:
+        """The text digests of every chunk stored for the file `path`."""
+        return [r[0] for r in self.conn.execute(
+            "SELECT c.text_sha256 FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE d.path = ?", (path,))]
+
+    def file_chunk_counts(self) -> list[tuple[str, int]]:
+        """(path, chunks) for every ingested file, by path."""
+        return self.conn.execute("SELECT d.path, COUNT(c.id) FROM documents d LEFT JOIN chunks c "
+                                 "ON c.doc_id = d.id GROUP BY d.path ORDER BY d.path").fetchall()
+
     def text_hashes(self) -> set[str]:
         return {r[0] for r in self.conn.execute("SELECT DISTINCT text_sha256 FROM chunks")}
 

@@ -11,18 +11,23 @@
                                   chunk text digest, format version): identical text is stored once
 """
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import logging
+import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from cag.atomic import atomic_write_text
-from cag.errors import CagError
+from cag.errors import CagError, CorruptCacheError
 from cag.home import cag_home
-from cag.kv.chunk_cache import FORMAT_VERSION
+from cag.kv.chunk_cache import FORMAT_VERSION, ChunkCache
+from cag.kv.serde import load_chunk_cache
 from cag.store.catalog import Catalog
-from indexes.faiss_index import VectorIndex
+from cag.store.index_file import load_index, save_index
+from indexes.faiss_index import IndexSetupError, VectorIndex
 
 log = logging.getLogger(__name__)
 STORE_FORMAT = 1
@@ -49,15 +54,25 @@ class StoreConfig:
 class CacheSpace:
     """Where one model's chunk caches (prefilled after one native prefix) live in a store."""
 
-    model_name: str
-    model_fingerprint: str
+    model_name: str  # for display: a translated space is named "GEN <- SOURCE (KIND)"
+    model_fingerprint: str  # a translated space: sha256(translator fingerprint | generator fingerprint)
     prefix_sha256: str
     role: str  # "encoder", "native" or "translated" (the generator's, made by a translator)
+    generator: str = ""  # the model that reads these caches ("" for the encoder's)
+    source: str = ""  # translated: the model whose caches were translated
+    kind: str = ""  # translated: the translator kind (mot, single, ridge)
 
-    @property
-    def generator(self) -> str:
-        """The model that reads these caches: "GEN <- SOURCE (KIND)" names a translated space."""
-        return self.model_name.split(" <- ")[0]
+    @classmethod
+    def from_json(cls, data: dict) -> "CacheSpace":
+        """Read a space's model.json; those written before the generator/source/kind fields get
+        them from the display name they were folded into ("GEN <- SOURCE (KIND)")."""
+        if "generator" not in data:
+            name, role = data["model_name"], data["role"]
+            generator, _, rest = name.partition(" <- ")
+            source, _, kind = rest.rstrip(")").rpartition(" (")
+            data = {**data, "generator": "" if role == "encoder" else generator,
+                    **({"source": source, "kind": kind} if role == "translated" else {})}
+        return cls(**data)
 
     @property
     def key(self) -> str:
@@ -123,21 +138,16 @@ class Store:
     def close(self) -> None:
         self.catalog.close()
 
+    @contextlib.contextmanager
     def lock(self):
         """An exclusive lock for writers: a second `cag ingest` on the same store is refused."""
-        import contextlib
-        import fcntl
-
-        @contextlib.contextmanager
-        def held():
-            with open(self.folder / "write.lock", "w") as handle:
-                try:
-                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError as exc:
-                    raise CagError(f"Another cag process is writing to store {self.folder}; "
-                                   "wait for it to finish.") from exc
-                yield
-        return held()
+        with open(self.folder / "write.lock", "w") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError as exc:
+                raise CagError(f"Another cag process is writing to store {self.folder}; "
+                               "wait for it to finish.") from exc
+            yield
 
     # ---- cache files ---------------------------------------------------------------------
     def register_space(self, space: CacheSpace) -> None:
@@ -148,12 +158,23 @@ class Store:
     def spaces(self) -> list[CacheSpace]:
         found = []
         for path in sorted((self.folder / "caches").glob("*/model.json")):
-            found.append(CacheSpace(**json.loads(path.read_text())))
+            found.append(CacheSpace.from_json(json.loads(path.read_text())))
         return found
 
     def cache_path(self, space: CacheSpace, text_sha256: str) -> Path:
         key = space.file_key(text_sha256)
         return self.folder / "caches" / space.key / key[:2] / f"{key}.safetensors"
+
+    def read_cache(self, space: CacheSpace, row) -> ChunkCache:
+        """The verified chunk cache of catalog `row` in `space`. A damaged file is derived data:
+        it is removed (so that re-ingesting re-creates it) and the error says so."""
+        path = self.cache_path(space, row.text_sha256)
+        try:
+            return load_chunk_cache(path)
+        except CorruptCacheError as exc:
+            path.unlink(missing_ok=True)
+            raise CagError(f"{exc} It was removed; re-ingest its document to re-create it: "
+                           f"`cag ingest {row.doc_path} --store {self.folder}`.") from exc
 
     def native_space(self, fingerprint: str, prefix_sha256: str) -> CacheSpace | None:
         for space in self.spaces():
@@ -187,8 +208,6 @@ class Store:
 
     def remove_space(self, space: CacheSpace) -> tuple[int, int]:
         """Delete one cache space (its folder): (files, bytes) freed. Hold `lock()` around it."""
-        import shutil
-
         usage = self.space_usage(space)
         # cache files first, model.json last: a crash half-way leaves a registered, partly empty
         # space, which ask re-fills (translated) or refuses with the ingest command to run (native)
@@ -201,7 +220,7 @@ class Store:
     def index(self) -> VectorIndex:
         """The FAISS index, rebuilt from the catalog if missing or stale (e.g. after a kill)."""
         if self._index is None:
-            index = VectorIndex.load(self.folder)
+            index = load_index(self.folder)
             if index is None or index.info.generation != self.catalog.generation:
                 index = self.rebuild_index()
             self._index = index
@@ -209,9 +228,12 @@ class Store:
 
     def rebuild_index(self) -> VectorIndex:
         ids, vectors = self.catalog.embeddings(self.config.embedding_dim)
-        index = VectorIndex.build(self.config.faiss_factory, self.config.embedding_dim,
-                                  self.config.embedder, ids, vectors, self.catalog.generation)
-        index.save(self.folder)
+        try:
+            index = VectorIndex.build(self.config.faiss_factory, self.config.embedding_dim,
+                                      self.config.embedder, ids, vectors, self.catalog.generation)
+        except IndexSetupError as exc:
+            raise CagError(str(exc)) from exc
+        save_index(self.folder, index)
         self._index = index
         return index
 

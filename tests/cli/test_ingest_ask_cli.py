@@ -32,7 +32,7 @@ def test_ask_json_has_every_field(store, tiny_models):
     assert set(data) >= {"answer", "mode", "model", "sources", "context_tokens", "timings_ms"}
     assert data["mode"] == "native" and len(data["sources"]) == 2
     assert set(data["sources"][0]) == {"doc", "chunk", "score"}
-    assert set(data["timings_ms"]) == {"embed", "retrieve", "load", "translate", "assemble",
+    assert set(data["timings_ms"]) == {"warmup", "embed", "retrieve", "load", "translate", "assemble",
                                        "prefill", "ttft", "total"}
 
 

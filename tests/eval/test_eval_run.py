@@ -96,7 +96,6 @@ def test_killed_eval_resumes_without_counting_twice(tiny_models, tmp_path, cag_h
     (["--dataset", str(SQUAD5), "--task", "multiple_choice"], "line 1: missing field 'choices'"),
     (["--dataset", "squad", "--task", "multi_doc"], "is a extractive dataset"),
     (["--dataset", str(SQUAD5), "--task", "extractive", "--dtype", "int8"], "Unknown dtype 'int8'"),
-    (["--dataset", str(SQUAD5), "--task", "extractive", "--blend-select", "best"], "Unknown blend selection 'best'"),
 ])
 def test_bad_input_is_one_line_exit_1(args, message, tmp_path, tiny_models):
     # tiny models: the shipped translators (for the packaged models) must not match them

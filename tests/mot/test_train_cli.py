@@ -286,6 +286,11 @@ def test_auto_mode_quality_gate(trained_store, tiny_models, cag_home):
     assert ask_json(trained_store, tiny_models)["mode"] == "translated"  # full mode clears 0.75: the faster one
     gated = ask_json(trained_store, tiny_models, "--min-retention", 0.97)
     assert gated["mode"] == "direct" and "translated-blend 0.3 (query) keeps 0.95" in " ".join(gated["notes"])
+    # a setting recorded with a selection cag does not offer (an experiment's) is not used
+    record["spec"]["metrics"]["qa_blend"]["blend_select"] = "deviation"
+    record_path.write_text(json.dumps(record))
+    gated = ask_json(trained_store, tiny_models, "--min-retention", 0.9)
+    assert gated["mode"] == "direct" and "uses a selection this cag does not offer" in " ".join(gated["notes"])
 
 
 def test_stale_translator_is_refused(trained_store, tiny_models, cag_home):
@@ -336,8 +341,8 @@ def test_eval_runs_translated_modes_and_adds_modes_to_a_run(trained_store, tiny_
 def test_blend_modes_in_ask_and_eval(trained_store, tiny_models, tmp_path):
     answer = ask_json(trained_store, tiny_models, "--mode", "translated-blend", "--blend", 0.3)
     assert answer["mode"] == "translated-blend" and answer["timings_ms"]["blend"] > 0
-    control = ask_json(trained_store, tiny_models, "--mode", "translated-blend", "--blend-select", "random")
-    assert control["mode"] == "translated-blend"
+    offered = invoke("ask", "Q?", "--store", trained_store, "--blend-select", "random")  # experiments only
+    assert offered.exit_code == 2 and "No such option" in offered.output
     refused = invoke("ask", "Q?", "--store", trained_store, "--model", tiny_models["generator"], "--mode", "native-blend")
     assert refused.exit_code == 1 and "No native caches" in refused.output  # this store has none
     out = tmp_path / "eval"
@@ -373,11 +378,11 @@ def test_qa_check_records_retention_for_the_gate(tiny_models, text_corpus, tmp_p
 
 
 def test_a_translator_kind_is_judged_by_its_full_mode():
-    from cag.ask import TRANSLATOR_KIND
-    from mot.qa_check import mode_for_kind, qa_record
+    from cag.modes import modes
+    from eval.qa_check import mode_for_kind, qa_record
 
     # mot is read by translated, translated-window and translated-blend: the gate takes `translated`
-    assert {kind: mode_for_kind(kind) for kind in set(TRANSLATOR_KIND.values())} == \
+    assert {kind: mode_for_kind(kind) for kind in {m.translator_kind for m in modes() if m.translator_kind}} == \
         {"mot": "translated", "single": "single", "ridge": "ridge"}
     with pytest.raises(ValueError, match="no eval mode"):
         mode_for_kind("moe")
@@ -389,16 +394,14 @@ def test_a_translator_kind_is_judged_by_its_full_mode():
 
 
 def test_recorded_runs_give_the_gate_its_full_and_blend_records():
-    """benchmarks/record_translator_qa.py on a recorded run holding translated-blend: the MoT
-    translator gets both its full-mode record and the blend setting auto may fall back to."""
-    import importlib.util
+    """eval.qa_check.qa_results (scripts/record_translator_qa.py) on a recorded run holding
+    translated-blend: the MoT translator gets both its full-mode record and the blend setting auto
+    may fall back to."""
+    from eval.qa_check import qa_results
     root = Path(__file__).resolve().parents[2]
-    spec = importlib.util.spec_from_file_location("record_qa", root / "benchmarks" / "record_translator_qa.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    run = root / "benchmarks" / "results" / "eval" / "squad-200-qwen2.5-coder-0.5b-blend30"
+    run = root / "records" / "eval" / "squad-200-qwen2.5-coder-0.5b-blend30"
     metrics = json.loads((run / "metrics.json").read_text())["modes"]
-    results = module.qa_results(run)
+    results = qa_results(run)
     assert results[("mot", "qa")]["retention"] == metrics["translated"]["retention"]
     blend = results[("mot", "qa_blend")]
     assert (blend["mode"], blend["blend"], blend["blend_select"]) == ("translated-blend", 0.3, "deviation")

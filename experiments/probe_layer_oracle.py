@@ -8,11 +8,11 @@ alone costs the whole gap (native K/V there alone win back three fifths), and th
 larger error (native values under translated keys win nothing; the upper third's native keys win
 about two fifths of the gap).
 
-    python benchmarks/probe_layer_oracle.py [--count 80] [--groups 3]
+    python experiments/probe_layer_oracle.py [--count 80] [--groups 3]
 
 Questions: the first COUNT of the evaluated SQuAD 200 (eval's seeded draw), so `translated` here
 reproduces the recorded eval run's translated answers (checked and printed). Uses the installed
-MoT translator ($CAG_HOME/translators). Writes benchmarks/results/layer_oracle-MODEL.json.
+MoT translator ($CAG_HOME/translators). Writes records/layer_oracle-MODEL.json.
 """
 
 import argparse
@@ -25,9 +25,9 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
-from cag.ask import build_context  # noqa: E402
+from cag.modes import ContextRequest, get_mode  # noqa: E402
 from cag.defaults import DEFAULT_GENERATOR  # noqa: E402
 from cag.kv.generate import greedy_generate  # noqa: E402
 from cag.models import load_model  # noqa: E402
@@ -91,9 +91,8 @@ def native_and_translated(store, examples, locators, config, lm, layout):
     for example, locs in zip(examples, locators):
         rows = _context_rows(store, locs, example, config, None)
         q_ids = layout.question_ids(lm.tokenizer, example["question"])
-        timings = {"load": 0.0, "assemble": 0.0}
-        native, _, _ = build_context("native", store, lm, layout, rows, timings)
-        translated, _, _ = build_context("translated", store, lm, layout, rows, timings)
+        native = get_mode("native").build(ContextRequest(store, lm, layout, rows, [])).context
+        translated = get_mode("translated").build(ContextRequest(store, lm, layout, rows, [])).context
         assert torch.equal(native.input_ids, translated.input_ids), example["id"]
         yield example, rows, q_ids, native, translated
 
@@ -120,7 +119,7 @@ def main() -> None:
                                        "default: the first seven (every layer, K or V, and each group "
                                        "translated alone); any \"native A-B\", \"native keys A-B\" or "
                                        "\"translated only A-B\" layer range is also accepted")
-    parser.add_argument("--recorded", default="benchmarks/results/eval/squad-200-qwen-mot-r512",
+    parser.add_argument("--recorded", default="records/eval/squad-200-qwen-mot-r512",
                         help="eval run whose translated answers `translated` must reproduce")
     parser.add_argument("--run", default="runs/probe-layer-oracle", help="run folder (the store)")
     parser.add_argument("--tag", default="", help="suffix of the default output name")
@@ -172,7 +171,7 @@ def main() -> None:
         result["variants"][name] = {"f1": round(f1, 2), "minus_translated": [round(mean, 2), round(lo, 2), round(hi, 2)],
                                     "share_of_gap": round(share, 3)}
         print(f"{name:<28}{f1:7.2f}  {mean:+6.2f} [{lo:+.2f}, {hi:+.2f}]{share:>16.2f}")
-    out = Path(args.out or f"benchmarks/results/layer_oracle-{args.model}{'-' + args.tag if args.tag else ''}.json")
+    out = Path(args.out or f"records/layer_oracle-{args.model}{'-' + args.tag if args.tag else ''}.json")
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}")
 

@@ -1,6 +1,6 @@
 """Copy training runs' records (config, metrics over time, translator JSON) into
-benchmarks/results/training/<run>/, ship their translators into translators/, and print the
-README table rows. Usage: python benchmarks/collect_training.py RUN_DIR [RUN_DIR ...] [--ship]"""
+records/training/<run>/, ship their translators into translators/, and print the
+README table rows. Usage: python experiments/collect_training.py RUN_DIR [RUN_DIR ...] [--ship]"""
 
 import argparse
 import json
@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results" / "training"
+RESULTS = ROOT / "records" / "training"
 SHIPPED = ROOT / "translators"
 RECORDS = ("config.json", "metrics.jsonl", "translator.json")  # copied; the weights only with --ship
 

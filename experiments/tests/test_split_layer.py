@@ -1,4 +1,4 @@
-"""The split-layer hybrid's mechanics (benchmarks/probe_split_layer.py) on tiny rotary models: the
+"""The split-layer hybrid's mechanics (experiments/probe_split_layer.py) on tiny rotary models: the
 generator's upper layers computed over a context from the residual entering the split layer."""
 
 import importlib.util
@@ -17,7 +17,7 @@ TEXT = "Paris is the capital of France; Berlin is the capital of Germany. Ada Lo
 
 
 def probe():
-    spec = importlib.util.spec_from_file_location("probe_split_layer", ROOT / "benchmarks" / "probe_split_layer.py")
+    spec = importlib.util.spec_from_file_location("probe_split_layer", ROOT / "experiments" / "probe_split_layer.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Issue 6 (translated caches that keep the facts): translators reading the target's own token
 # embeddings, and the query-selected blend. Every command whose result is recorded in
-# benchmarks/results/ (eval runs, training records) or quoted in the README. Run folders go under
-# runs/ (not committed); `python benchmarks/collect_eval.py RUN` copies a run's records. All at one
+# records/ (eval runs, training records) or quoted in the README. Run folders go under
+# runs/ (not committed); `python experiments/collect_eval.py RUN` copies a run's records. All at one
 # thread per job, two jobs side by side on the 2-core CPU. Pass step names to run only some:
-#   bash benchmarks/run_fact_evals.sh data probes train ship squad blend gemma hotpotqa boolq speed record frontier
+#   bash experiments/run_fact_evals.sh data probes train ship squad blend gemma hotpotqa boolq speed record frontier
 # and the later steps (session 2026-12-02): selection gemma-blend longer
 # (session 2026-12-02, second): hotpotqa-gemma squad-400 cloze-tune oracle
 # (session 2026-12-02, third): key-loss
@@ -14,16 +14,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 CAG=${CAG:-.venv/bin/cag}
 PY=${PY:-.venv/bin/python}
+EVAL="$PY experiments/eval_with_selection.py eval"  # cag eval, with the experiment-only blend selections
 Q=qwen2.5-coder-0.5b
 G=gemma3-270m
-E=benchmarks/results/eval
+E=records/eval
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(data probes train ship squad blend gemma hotpotqa boolq speed record frontier)
 
-source benchmarks/translator_home.sh  # translator_home GENERATOR KIND=CHECKPOINT...
+source experiments/translator_home.sh  # translator_home GENERATOR KIND=CHECKPOINT...
 # fork SRC DST KEEP: a fork of a recorded run keeping KEEP's predictions (once)
-fork() { [ -d "$2" ] || $PY benchmarks/fork_eval_run.py "$1" "$2" --keep "$3"; }
+fork() { [ -d "$2" ] || $PY experiments/fork_eval_run.py "$1" "$2" --keep "$3"; }
 # ridge: no token embeddings and full width unless the arguments say otherwise (the last value counts)
 ridge() { $CAG train --source smollm2-135m --kind ridge --steps 0 --target-embeddings 0 --token-rank 0 --no-install "$@"; }
 mot() { $CAG train --source smollm2-135m --target-embeddings 2 --token-rank 512 --weights-dtype int8 --no-install "$@"; }
@@ -33,7 +34,7 @@ squad_translated() {
   local h
   h=$(translator_home $Q mot=runs/train-qwen-mot-r512-$1/translator)
   fork $E/squad-200-qwen-mot-r512 runs/squad-200-qwen-mot-$1 direct,native,none
-  CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated \
+  CAG_HOME=$h $EVAL --dataset squad --limit 200 --model $Q --modes direct,translated \
     --reuse-caches-from runs/squad-400-store --out runs/squad-200-qwen-mot-$1
 }
 
@@ -67,14 +68,14 @@ for step in "${steps[@]}"; do
       GEN=$Q
       h=$(translator_home $GEN ridge=runs/train-qwen-ridge-emb2/translator)
       fork $E/squad-200-$Q runs/squad-200-qwen-ridge-emb direct,native,none
-      CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,ridge --out runs/squad-200-qwen-ridge-emb
+      CAG_HOME=$h $EVAL --dataset squad --limit 200 --model $Q --modes direct,ridge --out runs/squad-200-qwen-ridge-emb
       h=$(translator_home $GEN mot=runs/train-qwen-mot-emb2/translator)
       fork $E/squad-200-$Q runs/squad-200-qwen-mot-emb2 direct,native,none
-      CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated \
+      CAG_HOME=$h $EVAL --dataset squad --limit 200 --model $Q --modes direct,translated \
         --reuse-caches-from runs/squad-200-qwen-ridge-emb --out runs/squad-200-qwen-mot-emb2
       h=$(translator_home $GEN mot=runs/train-qwen-mot-r512/translator)  # the shipped MoT
       fork $E/squad-200-$Q runs/squad-200-qwen-mot-r512 direct,native,none
-      CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated \
+      CAG_HOME=$h $EVAL --dataset squad --limit 200 --model $Q --modes direct,translated \
         --reuse-caches-from runs/squad-200-qwen-ridge-emb --out runs/squad-200-qwen-mot-r512 ;;
     blend)  # translated-blend with the full-width MoT: deviation probe vs query selection (summed over
       # every question token and layer: "queryall", the first version; then the shipped one)
@@ -83,50 +84,50 @@ for step in "${steps[@]}"; do
       for spec in deviation:0.15 query:0.15 query:0.3; do
         sel=${spec%%:*}; b=${spec#*:}; out=runs/squad-200-qwen-mot-emb2-blend-$sel-$b
         fork runs/squad-200-qwen-mot-emb2 $out direct,native,none,translated
-        CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated-blend \
+        CAG_HOME=$h $EVAL --dataset squad --limit 200 --model $Q --modes direct,translated-blend \
           --blend $b --blend-select $sel --out $out
       done
       h=$(translator_home $GEN mot=runs/train-qwen-mot-r512/translator)  # the shipped MoT, query selection
       for b in 0.15 0.25; do  # 0.25: the largest share still at >= 3x on 2,160 tokens (speed step)
         out=runs/squad-200-qwen-mot-r512-blend-query-$b
         fork runs/squad-200-qwen-mot-r512 $out direct,native,none,translated
-        CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated-blend \
+        CAG_HOME=$h $EVAL --dataset squad --limit 200 --model $Q --modes direct,translated-blend \
           --blend $b --blend-select query --out $out
       done ;;
     gemma)  # SQuAD 200, gemma (bf16): the shipped ridge and MoT
       GEN=$G
       h=$(translator_home $GEN ridge=runs/ship/gemma-ridge)
       fork $E/squad-200-$G runs/squad-200-gemma-ridge-emb direct,native,none
-      CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $G --dtype bf16 --modes direct,ridge \
+      CAG_HOME=$h $EVAL --dataset squad --limit 200 --model $G --dtype bf16 --modes direct,ridge \
         --reuse-caches-from runs/squad-200-qwen-ridge-emb --out runs/squad-200-gemma-ridge-emb
       h=$(translator_home $GEN mot=runs/train-gemma-mot-r512/translator)
       fork $E/squad-200-$G runs/squad-200-gemma-mot-r512 direct,native,none
-      CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $G --dtype bf16 --modes direct,translated \
+      CAG_HOME=$h $EVAL --dataset squad --limit 200 --model $G --dtype bf16 --modes direct,translated \
         --reuse-caches-from runs/squad-200-qwen-ridge-emb --out runs/squad-200-gemma-mot-r512 ;;
     hotpotqa)  # HotpotQA 293, budget 2k, bf16: both shipped translators per pair
       GEN=$Q
       h=$(translator_home $GEN mot=runs/train-qwen-mot-r512/translator ridge=runs/ship/qwen-ridge)
       fork $E/hotpotqa-293-budget2k-$Q runs/hotpotqa-293-qwen-emb direct,native,none,native-blend
-      CAG_HOME=$h $CAG eval --dataset hotpotqa --context-budget 2048 --model $Q --dtype bf16 \
+      CAG_HOME=$h $EVAL --dataset hotpotqa --context-budget 2048 --model $Q --dtype bf16 \
         --modes direct,ridge --blend-select deviation --out runs/hotpotqa-293-qwen-emb  # (native-blend kept: its setting)
       # translations not kept: each translator's translations of the 3,091 chunks cost 5-7 GB of disk
-      CAG_HOME=$h $CAG eval --dataset hotpotqa --context-budget 2048 --model $Q --dtype bf16 \
+      CAG_HOME=$h $EVAL --dataset hotpotqa --context-budget 2048 --model $Q --dtype bf16 \
         --modes direct,translated --blend-select deviation --no-keep-translated --out runs/hotpotqa-293-qwen-emb
       GEN=$G
       h=$(translator_home $GEN mot=runs/train-gemma-mot-r512/translator ridge=runs/ship/gemma-ridge)
       fork $E/hotpotqa-293-budget2k-$G runs/hotpotqa-293-gemma-emb direct,native,none
-      CAG_HOME=$h $CAG eval --dataset hotpotqa --context-budget 2048 --model $G --dtype bf16 \
+      CAG_HOME=$h $EVAL --dataset hotpotqa --context-budget 2048 --model $G --dtype bf16 \
         --modes direct,translated --no-keep-translated --reuse-caches-from runs/hotpotqa-293-qwen-emb \
         --out runs/hotpotqa-293-gemma-emb ;;
     boolq)  # BoolQ 200 (fp32): both shipped translators per pair
       GEN=$Q
       h=$(translator_home $GEN mot=runs/train-qwen-mot-r512/translator ridge=runs/ship/qwen-ridge)
       fork $E/boolq-200-$Q runs/boolq-200-qwen-emb direct,native,none
-      CAG_HOME=$h $CAG eval --dataset boolq --limit 200 --model $Q --modes direct,translated,ridge --out runs/boolq-200-qwen-emb
+      CAG_HOME=$h $EVAL --dataset boolq --limit 200 --model $Q --modes direct,translated,ridge --out runs/boolq-200-qwen-emb
       GEN=$G
       h=$(translator_home $GEN mot=runs/train-gemma-mot-r512/translator ridge=runs/ship/gemma-ridge)
       fork $E/boolq-200-$G runs/boolq-200-gemma-emb direct,native,none
-      CAG_HOME=$h $CAG eval --dataset boolq --limit 200 --model $G --modes direct,translated,ridge \
+      CAG_HOME=$h $EVAL --dataset boolq --limit 200 --model $G --modes direct,translated,ridge \
         --reuse-caches-from runs/boolq-200-qwen-emb --out runs/boolq-200-gemma-emb ;;
     speed)  # TTFT of every mode at 2,160 tokens with the shipped translators (one alternating run)
       GEN=$Q
@@ -134,7 +135,7 @@ for step in "${steps[@]}"; do
       CAG_HOME=$h $PY benchmarks/bench_translated_speed.py --repeats 2 --blends 0.15,0.25,0.3,0.5 --selects deviation,query ;;
     frontier)  # retention on SQuAD (the shipped MoT's points on 400 questions, the others on 200)
       # against the speedup; the plot and its points
-      $PY benchmarks/plot_frontier.py --speed benchmarks/results/translated_speed-$Q.json \
+      $PY benchmarks/plot_frontier.py --speed records/translated_speed-$Q.json \
         --eval "SQuAD 400=$E/squad-400-qwen-mot-r512-blend-query-0.25" \
         --eval "SQuAD 400=$E/squad-400-qwen-mot-r512-blend-query-0.15" \
         --eval "SQuAD 200=$E/squad-200-qwen-mot-r512" \
@@ -145,7 +146,7 @@ for step in "${steps[@]}"; do
       for run in runs/squad-200-qwen-{ridge-emb,mot-emb2,mot-r512} runs/squad-200-qwen-mot-emb2-blend-{deviation-0.15,queryall-0.15,query-0.15,query-0.3} \
                  runs/squad-200-qwen-mot-r512-blend-query-{0.15,0.25} runs/squad-200-gemma-{ridge-emb,mot-r512} \
                  runs/{hotpotqa-293,boolq-200}-{qwen,gemma}-emb; do
-        $PY benchmarks/collect_eval.py $run
+        $PY experiments/collect_eval.py $run
       done
       for pair in $Q:qwen $G:gemma; do
         gen=${pair%%:*}; short=${pair#*:}; stem=translators/smollm2-135m__${gen}
@@ -157,13 +158,13 @@ for step in "${steps[@]}"; do
       $PY benchmarks/record_translator_qa.py $E/squad-200-qwen-ridge-emb $E/squad-200-qwen-mot-r512 \
         $E/squad-200-qwen-mot-r512-blend-query-0.15 $E/squad-200-gemma-ridge-emb $E/squad-200-gemma-mot-r512 ;;
     selection)  # which tokens to recompute: gold-answer coverage on 150 passages outside the evaluated
-      # 200 (benchmarks/results/blend_selection-*.json), then the best-covering rule on QA at 0.25
-      $PY benchmarks/probe_blend_selection.py --count 150
+      # 200 (records/blend_selection-*.json), then the best-covering rule on QA at 0.25
+      $PY experiments/probe_blend_selection.py --count 150
       GEN=$Q
       h=$(translator_home $GEN mot=translators/smollm2-135m__${Q}__mot)  # the shipped MoT
       out=runs/squad-200-qwen-mot-r512-blend-query-span-0.25
       fork $E/squad-200-qwen-mot-r512 $out direct,native,none,translated
-      CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated-blend \
+      CAG_HOME=$h $EVAL --dataset squad --limit 200 --model $Q --modes direct,translated-blend \
         --blend 0.25 --blend-select query-span --out $out ;;
     gemma-blend)  # gemma's translated-blend with the shipped MoT, query selection
       GEN=$G
@@ -171,7 +172,7 @@ for step in "${steps[@]}"; do
       for b in 0.15 0.25; do
         out=runs/squad-200-gemma-mot-r512-blend-query-$b
         fork $E/squad-200-gemma-mot-r512 $out direct,native,none,translated
-        CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $G --dtype bf16 --modes direct,translated-blend \
+        CAG_HOME=$h $EVAL --dataset squad --limit 200 --model $G --dtype bf16 --modes direct,translated-blend \
           --blend $b --blend-select query --out $out
       done ;;
     longer)  # the shipped MoT's recipe on every window the corpus holds (603 of 768 asked), 200 steps
@@ -180,20 +181,20 @@ for step in "${steps[@]}"; do
       GEN=$Q
       h=$(translator_home $GEN mot=runs/train-qwen-mot-r512-w768/translator)
       fork $E/squad-200-$Q runs/squad-200-qwen-mot-w768 direct,native,none
-      CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated --out runs/squad-200-qwen-mot-w768
+      CAG_HOME=$h $EVAL --dataset squad --limit 200 --model $Q --modes direct,translated --out runs/squad-200-qwen-mot-w768
       out=runs/squad-200-qwen-mot-w768-blend-query-0.25
       fork runs/squad-200-qwen-mot-w768 $out direct,native,none,translated
-      CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated-blend \
+      CAG_HOME=$h $EVAL --dataset squad --limit 200 --model $Q --modes direct,translated-blend \
         --blend 0.25 --blend-select query --out $out
       mot --target $G --kind mot --windows 768 --steps 200 --eval-every 50 --data runs/data-gemma-text-768 \
         --out runs/train-gemma-mot-r512-w768
       GEN=$G
       h=$(translator_home $GEN mot=runs/train-gemma-mot-r512-w768/translator)
       fork $E/squad-200-$G runs/squad-200-gemma-mot-w768 direct,native,none
-      CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $G --dtype bf16 --modes direct,translated \
+      CAG_HOME=$h $EVAL --dataset squad --limit 200 --model $G --dtype bf16 --modes direct,translated \
         --reuse-caches-from runs/squad-200-qwen-mot-w768 --out runs/squad-200-gemma-mot-w768
       fork $E/boolq-200-gemma-emb runs/boolq-200-gemma-mot-w768 direct,native,none,ridge
-      CAG_HOME=$h $CAG eval --dataset boolq --limit 200 --model $G --modes direct,translated \
+      CAG_HOME=$h $EVAL --dataset boolq --limit 200 --model $G --modes direct,translated \
         --out runs/boolq-200-gemma-mot-w768
       # shipped as gemma's MoT: translators/, then its SQuAD retention recorded for --mode auto
       cp runs/train-gemma-mot-r512-w768/translator.safetensors translators/smollm2-135m__${G}__mot.safetensors
@@ -203,28 +204,28 @@ for step in "${steps[@]}"; do
       GEN=$G
       h=$(translator_home $GEN mot=translators/smollm2-135m__${G}__mot)
       fork $E/hotpotqa-293-budget2k-$G runs/hotpotqa-293-gemma-w768 direct,native,none
-      CAG_HOME=$h $CAG eval --dataset hotpotqa --context-budget 2048 --model $G --dtype bf16 \
+      CAG_HOME=$h $EVAL --dataset hotpotqa --context-budget 2048 --model $G --dtype bf16 \
         --modes direct,translated --no-keep-translated --out runs/hotpotqa-293-gemma-w768
-      $PY benchmarks/collect_eval.py runs/hotpotqa-293-gemma-w768 ;;
+      $PY experiments/collect_eval.py runs/hotpotqa-293-gemma-w768 ;;
     squad-400)  # the frontier point (qwen, blend 0.25, query) on 200 more SQuAD questions: the run
       # extended to 400 (eval's seeded sample is prefix-stable), its 200 predictions kept
       GEN=$Q
       h=$(translator_home $GEN mot=translators/smollm2-135m__${Q}__mot)
       out=runs/squad-400-qwen-mot-r512-blend-query-0.25
-      [ -d $out ] || $PY benchmarks/fork_eval_run.py $E/squad-200-qwen-mot-r512-blend-query-0.25 $out \
+      [ -d $out ] || $PY experiments/fork_eval_run.py $E/squad-200-qwen-mot-r512-blend-query-0.25 $out \
         --keep direct,translated,translated-blend --limit 400
-      CAG_HOME=$h $CAG eval --dataset squad --limit 400 --model $Q --modes direct,translated,translated-blend \
+      CAG_HOME=$h $EVAL --dataset squad --limit 400 --model $Q --modes direct,translated,translated-blend \
         --blend 0.25 --blend-select query --out $out
       # blend 0.15 (auto's recorded setting) on the same 400: its recorded 200 answers kept
       out15=runs/squad-400-qwen-mot-r512-blend-query-0.15
       if [ ! -d $out15 ]; then
-        $PY benchmarks/fork_eval_run.py $out $out15 --keep direct,translated
+        $PY experiments/fork_eval_run.py $out $out15 --keep direct,translated
         grep '"mode": "translated-blend"' $E/squad-200-qwen-mot-r512-blend-query-0.15/predictions.jsonl >> $out15/predictions.jsonl
       fi
-      CAG_HOME=$h $CAG eval --dataset squad --limit 400 --model $Q --modes direct,translated,translated-blend \
+      CAG_HOME=$h $EVAL --dataset squad --limit 400 --model $Q --modes direct,translated,translated-blend \
         --blend 0.15 --blend-select query --out $out15
-      $PY benchmarks/collect_eval.py $out
-      $PY benchmarks/collect_eval.py $out15
+      $PY experiments/collect_eval.py $out
+      $PY experiments/collect_eval.py $out15
       $PY benchmarks/record_translator_qa.py $E/squad-400-qwen-mot-r512-blend-query-0.15 ;;  # auto's records
     cloze-tune)  # the shipped qwen MoT trained on further on cloze continuations (a question about one
       # fact of the context + the generator's own answer read from the text): windows of the data step
@@ -237,31 +238,31 @@ for step in "${steps[@]}"; do
       GEN=$Q
       h=$(translator_home $GEN mot=runs/train-qwen-mot-r512-cloze-tuned/translator)
       fork $E/squad-200-qwen-mot-r512 runs/squad-200-qwen-mot-cloze-tuned direct,native,none
-      CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated \
+      CAG_HOME=$h $EVAL --dataset squad --limit 200 --model $Q --modes direct,translated \
         --out runs/squad-200-qwen-mot-cloze-tuned
       # (its blend 0.25 run was stopped after full translation showed no change: not recorded)
-      $PY benchmarks/collect_eval.py runs/squad-200-qwen-mot-cloze-tuned
-      $PY benchmarks/collect_training.py runs/train-qwen-ridge-emb2-cloze runs/train-qwen-mot-r512-cloze-start \
+      $PY experiments/collect_eval.py runs/squad-200-qwen-mot-cloze-tuned
+      $PY experiments/collect_training.py runs/train-qwen-ridge-emb2-cloze runs/train-qwen-mot-r512-cloze-start \
         runs/train-qwen-mot-r512-cloze-tuned ;;
     oracle)  # where full translation loses the facts: translated caches with some K/V made native
       GEN=$Q
       h=$(translator_home $GEN mot=translators/smollm2-135m__${Q}__mot)
-      CAG_HOME=$h $PY benchmarks/probe_layer_oracle.py --count 80
-      CAG_HOME=$h $PY benchmarks/probe_layer_oracle.py --count 80 --only "native 16-23,native keys 16-23" --tag upper ;;
+      CAG_HOME=$h $PY experiments/probe_layer_oracle.py --count 80
+      CAG_HOME=$h $PY experiments/probe_layer_oracle.py --count 80 --only "native 16-23,native keys 16-23" --tag upper ;;
     key-loss)  # keys' reconstruction as the generator's queries see it (mot/query_metric.py): the
       # per-layer probe, then the shipped recipe with --key-loss query, from the ridge start and
       # continuing the shipped MoT; SQuAD 200 with the encoder caches of a 400-question store
       ridge --target $Q --target-embeddings 2 --token-rank 512 --data runs/data-qwen-text \
         --out runs/train-qwen-ridge-emb2-r512  # (prepares the windows; the MoT's ridge start)
-      [ -d runs/squad-400-store ] || { $PY benchmarks/fork_eval_run.py $E/squad-400-qwen-mot-r512-blend-query-0.25 \
+      [ -d runs/squad-400-store ] || { $PY experiments/fork_eval_run.py $E/squad-400-qwen-mot-r512-blend-query-0.25 \
         runs/squad-400-store --keep direct,translated,translated-blend
-        $CAG eval --dataset squad --limit 400 --model $Q --modes direct,translated,translated-blend --blend 0.25 \
+        $EVAL --dataset squad --limit 400 --model $Q --modes direct,translated,translated-blend --blend 0.25 \
           --blend-select query --out runs/squad-400-store; }  # every answer kept: builds the store only
       # (80 steps, not the shipped 120: the session's time)
       mot --target $Q --kind mot --key-loss query --steps 80 --data runs/data-qwen-text --out runs/train-qwen-mot-r512-kq
       mot --target $Q --kind mot --key-loss query --steps 80 --lr 5e-4 --init translators/smollm2-135m__${Q}__mot \
         --data runs/data-qwen-text --out runs/train-qwen-mot-r512-kq-tuned
-      $PY benchmarks/probe_key_error.py --data runs/data-qwen-text \
+      $PY experiments/probe_key_error.py --data runs/data-qwen-text \
         --translator shipped-mot=translators/smollm2-135m__${Q}__mot --translator ridge=runs/train-qwen-ridge-emb2-r512/translator \
         --translator kq-mot=runs/train-qwen-mot-r512-kq/translator --translator kq-tuned=runs/train-qwen-mot-r512-kq-tuned/translator
       for name in kq kq-tuned; do squad_translated $name; done ;;
@@ -276,28 +277,28 @@ for step in "${steps[@]}"; do
       # 200 translated ones kept, the next 200 translated
       out=runs/squad-400-qwen-mot-attn64
       if [ ! -d $out ]; then
-        $PY benchmarks/fork_eval_run.py $E/squad-400-qwen-mot-r512-blend-query-0.25 $out --keep direct
+        $PY experiments/fork_eval_run.py $E/squad-400-qwen-mot-r512-blend-query-0.25 $out --keep direct
         grep '"mode": "translated"' runs/squad-200-qwen-mot-attn64/predictions.jsonl >> $out/predictions.jsonl
       fi
       h=$(translator_home $Q mot=runs/train-qwen-mot-r512-attn64/translator)
-      CAG_HOME=$h $CAG eval --dataset squad --limit 400 --model $Q --modes direct,translated \
+      CAG_HOME=$h $EVAL --dataset squad --limit 400 --model $Q --modes direct,translated \
         --reuse-caches-from runs/squad-400-store --out $out ;;
     split)  # the split-layer hybrid: its bound (native K/V from layer S up: what a perfect residual
-      # map would give), then the ridge residual map measured (benchmarks/probe_split_layer.py)
+      # map would give), then the ridge residual map measured (experiments/probe_split_layer.py)
       GEN=$Q
       h=$(translator_home $GEN mot=translators/smollm2-135m__${Q}__mot)
-      CAG_HOME=$h $PY benchmarks/probe_layer_oracle.py --count 80 --tag split \
+      CAG_HOME=$h $PY experiments/probe_layer_oracle.py --count 80 --tag split \
         --only "native,native 12-23,native 16-23,native 18-23,native 20-23"
-      CAG_HOME=$h $PY benchmarks/probe_split_layer.py --splits 16,18,20 --fit-chunks 256 --held-out 32 \
+      CAG_HOME=$h $PY experiments/probe_split_layer.py --splits 16,18,20 --fit-chunks 256 --held-out 32 \
         --count 80 --run runs/probe-split ;;
     query-twice)  # blend selection query in two rounds (the question read again between), SQuAD 200 at 0.25
       GEN=$Q
       h=$(translator_home $GEN mot=translators/smollm2-135m__${Q}__mot)
       out=runs/squad-200-qwen-mot-r512-blend-query-twice-0.25
       fork $E/squad-200-qwen-mot-r512 $out direct,native,none,translated
-      CAG_HOME=$h $CAG eval --dataset squad --limit 200 --model $Q --modes direct,translated-blend \
+      CAG_HOME=$h $EVAL --dataset squad --limit 200 --model $Q --modes direct,translated-blend \
         --blend 0.25 --blend-select query-twice --out $out
-      $PY benchmarks/collect_eval.py $out ;;
+      $PY experiments/collect_eval.py $out ;;
     *) echo "unknown step $step" >&2; exit 1 ;;
   esac
 done

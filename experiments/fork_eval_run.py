@@ -6,7 +6,7 @@ first eval points the store's catalog at the fork's own passages file). Then run
 dataset options, `--out DST` and the modes to add (e.g. with another $CAG_HOME whose translators/
 holds the other translator).
 
-SRC may also be a recorded run in benchmarks/results/eval/ (config and predictions, no store): the
+SRC may also be a recorded run in records/eval/ (config and predictions, no store): the
 fork's first eval then writes the passages and ingests its store again, for the modes it runs.
 
 `--limit N` forks the first N examples of the run's sample (the examples `cag eval --limit N` with the
@@ -14,7 +14,7 @@ same seed draws): a cheaper experiment on a subset that still reuses the kept pr
 than the run's extends it: eval's sample with a seed is prefix-stable (its first examples are the
 run's), so `cag eval --limit N` then answers only the examples the run did not hold.
 
-Usage: python benchmarks/fork_eval_run.py SRC DST [--keep direct,native,none] [--limit N]
+Usage: python experiments/fork_eval_run.py SRC DST [--keep direct,native,none] [--limit N]
 """
 
 import argparse

@@ -7,11 +7,11 @@ shipped translator was trained with), the keys' query-weighted logit error (mot/
 oracle (probe_layer_oracle.py) found SQuAD's loss in the upper third's keys; this probe asks
 whether the training loss saw that error there.
 
-    python benchmarks/probe_key_error.py --data runs/data-qwen-text \\
+    python experiments/probe_key_error.py --data runs/data-qwen-text \\
         --translator mot=translators/smollm2-135m__qwen2.5-coder-0.5b__mot [--translator ...]
 
 Query moments come from the first 64 training windows of --data (the target reading them),
-errors from its held-out windows. Writes benchmarks/results/key_error-TARGET.json.
+errors from its held-out windows. Writes records/key_error-TARGET.json.
 """
 
 import argparse
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
 from cag.defaults import DEFAULT_GENERATOR  # noqa: E402
 from cag.models import load_model  # noqa: E402
@@ -98,7 +98,7 @@ def main() -> None:
             row = [sum(results[name][k][a:b]) / (b - a)
                    for k in ("key_nmse", "key_query", "key_logit_rmse", "logit_spread", "value_nmse")]
             print(f"{a}-{b - 1} | " + " | ".join(f"{x:.4f}" for x in row))
-    out = args.out or Path(__file__).parent / "results" / f"key_error-{args.target}.json"
+    out = args.out or Path(__file__).resolve().parent.parent / "records" / f"key_error-{args.target}.json"
     out.write_text(json.dumps({"target": args.target, "data": str(args.data), "heldout_windows": len(heldout),
                                "moment_windows": len(train), "translators": dict(
                                    item.partition("=")[::2] for item in args.translator),

@@ -20,9 +20,9 @@ first COUNT questions of the evaluated SQuAD draw (eval's seeded order, as the l
 The check that the mechanics are exact: native K/V below S with the native residual must reproduce
 the native answer (`--check`).
 
-    python benchmarks/probe_split_layer.py [--splits 16,18,20] [--fit-chunks 256] [--count 80]
+    python experiments/probe_split_layer.py [--splits 16,18,20] [--fit-chunks 256] [--count 80]
 
-Writes benchmarks/results/split_layer-MODEL.json (residual fit error per split, F1 per variant).
+Writes records/split_layer-MODEL.json (residual fit error per split, F1 per variant).
 Measured (shipped qwen MoT, 80 questions): splits 16 / 18 / 20 score 31.80 / 31.54 / 28.75 F1
 against 27.08 translated, and their bounds (the oracle's native K/V from S up) stay below the blend
 at the same cost: not built as a mode (README, issue 6 item 14).
@@ -38,9 +38,9 @@ import torch
 from torch import nn
 from transformers import DynamicCache
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
-from benchmarks.probe_layer_oracle import first_line, native_and_translated  # noqa: E402
+from probe_layer_oracle import first_line, native_and_translated  # noqa: E402
 from cag.defaults import DEFAULT_ENCODER, DEFAULT_GENERATOR  # noqa: E402
 from cag.kv.assemble import AssembledContext, native_prefix_kv  # noqa: E402
 from cag.kv.chunk_cache import prefill_chunks, tokenize_chunk  # noqa: E402
@@ -54,9 +54,9 @@ from eval.runner import EvalConfig, _build_store  # noqa: E402
 from mot.alignment import align  # noqa: E402
 from mot.checkpoint import load_translator  # noqa: E402
 from mot.data import make_windows, read_paragraphs  # noqa: E402
-from mot.diagnostics import decoder_layers  # noqa: E402
+from cag.models.layers import decoder_layers  # noqa: E402
 from mot.ridge import solve_ridge  # noqa: E402
-from mot.use import encoder_space  # noqa: E402
+from mot.contexts import encoder_space  # noqa: E402
 from mot.token_features import embedding_table, token_features  # noqa: E402
 
 TRAIN_TEXT = "data/corpus/wikitext2/train_raw_part.jsonl"
@@ -289,7 +289,7 @@ def main() -> None:
         f1 = sum(values) / len(values)
         result["variants"][name] = {"f1": round(f1, 2), "minus_translated": [round(mean, 2), round(lo, 2), round(hi, 2)]}
         print(f"{name:<30}{f1:7.2f}  {mean:+6.2f} [{lo:+.2f}, {hi:+.2f}]")
-    out = Path(args.out or f"benchmarks/results/split_layer-{args.model}.json")
+    out = Path(args.out or f"records/split_layer-{args.model}.json")
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}")
 

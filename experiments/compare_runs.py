@@ -2,8 +2,8 @@
 trained another way, evaluated in a forked run), with the bootstrap 95% interval `cag eval` uses
 within a run. Scores are F1 (extractive, multi-doc) or accuracy (multiple choice), per example.
 
-Usage: python benchmarks/compare_runs.py RUN_A:MODE RUN_B:MODE [RUN_C:MODE ...]
-Prints A - B, A - C, ... (RUN is a run folder or a recorded one under benchmarks/results/eval/).
+Usage: python experiments/compare_runs.py RUN_A:MODE RUN_B:MODE [RUN_C:MODE ...]
+Prints A - B, A - C, ... (RUN is a run folder or a recorded one under records/eval/).
 """
 
 import argparse

@@ -1,12 +1,12 @@
-"""Copy an eval run's records (not its store) into benchmarks/results/eval/<run name>/ and print
-its line for the README table. Usage: python benchmarks/collect_eval.py RUN_DIR [RUN_DIR ...]"""
+"""Copy an eval run's records (not its store) into records/eval/<run name>/ and print
+its line for the README table. Usage: python experiments/collect_eval.py RUN_DIR [RUN_DIR ...]"""
 
 import argparse
 import json
 import shutil
 from pathlib import Path
 
-RESULTS = Path(__file__).resolve().parent / "results" / "eval"
+RESULTS = Path(__file__).resolve().parent.parent / "records" / "eval"
 FILES = ("config.json", "predictions.jsonl", "metrics.json", "report.md", "retention.png", "ttft.png")
 
 

@@ -6,14 +6,14 @@ It ranked query over deviation over random as SQuAD QA does, but query-dilated-2
 covers more than query and answers worse (-4.47 F1 at 0.25): what the recompute must repair is
 what the question attends to, not only the answer's tokens.
 
-    python benchmarks/probe_blend_selection.py [--offset 200 --count 100 --fractions 0.15,0.25]
+    python experiments/probe_blend_selection.py [--offset 200 --count 100 --fractions 0.15,0.25]
 
 Rules: query (cag.kv.blend's default: the prompt's last 4 tokens, upper half of the layers);
 query-last1 / query-last8 / query-all (the last 1, 8, every question token); query-layers-all /
 query-layers-top (every layer / the top quarter); query-dilated-R (query's scores max-pooled over
 each token and R neighbours either side, so a selected answer token brings its span along; blend's
 selection query-span is query-dilated-2);
-deviation; random. Writes benchmarks/results/blend_selection-MODEL.json.
+deviation; random. Writes records/blend_selection-MODEL.json.
 """
 
 import argparse
@@ -24,13 +24,13 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
-from cag.ask import build_context  # noqa: E402
+from cag.modes import ContextRequest, get_mode  # noqa: E402
 from cag.defaults import DEFAULT_GENERATOR  # noqa: E402
 from cag.kv.chunk_cache import tokenize_chunk  # noqa: E402
-from cag.kv.blend import (deviation_scores, query_scores, random_scores, select_tokens,  # noqa: E402
-                          widen_to_spans)
+from blend_selections import deviation_scores, random_scores, widen_to_spans  # noqa: E402
+from cag.kv.blend import query_scores, select_tokens  # noqa: E402
 from cag.models import load_model  # noqa: E402
 from cag.progress import Progress  # noqa: E402
 from cag.prompt import prompt_layout  # noqa: E402
@@ -85,9 +85,9 @@ def main() -> None:
     skipped, start = 0, time.perf_counter()
     for n, (example, locs) in enumerate(zip(examples, locators), 1):
         rows = _context_rows(store, locs, example, config, None)
-        timings = {"load": 0.0, "assemble": 0.0}
+
         q_ids = layout.question_ids(lm.tokenizer, example["question"])
-        context, _, _ = build_context("translated", store, lm, layout, rows, timings, question_ids=q_ids)
+        context = get_mode("translated").build(ContextRequest(store, lm, layout, rows, q_ids)).context
         p = context.prefix_tokens
         gold = answer_positions(rows, example["context"], example["answers"][0],
                                 example["answer_starts"][0], lm.tokenizer, context.input_ids[p:])
@@ -113,7 +113,7 @@ def main() -> None:
         values = [sum(covered[rule, f]) / max(1, len(covered[rule, f])) for f in fractions]
         result["coverage"][rule] = {str(f): round(v, 4) for f, v in zip(fractions, values)}
         print(f"{rule:<16}" + "".join(f"{v:8.3f}" for v in values))
-    out = Path(args.out or f"benchmarks/results/blend_selection-{args.model}.json")
+    out = Path(args.out or f"records/blend_selection-{args.model}.json")
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}")
 

@@ -1,0 +1,48 @@
+"""`native`: the generator's own chunk caches, stored by `cag ingest --also-for MODEL`, placed at
+their positions after its prefix (TurboRAG-like same-model CAG)."""
+
+import time
+
+from cag.errors import CagError
+from cag.kv.assemble import assemble
+from cag.kv.chunk_cache import ids_sha256
+from cag.modes.base import BuiltContext, ContextMode, ContextRequest
+from cag.prompt import prompt_layout
+
+
+def native_space(store, lm, layout):
+    """The store's cache space of `lm`'s own caches after its prefix, or None."""
+    return store.native_space(lm.fingerprint, ids_sha256(layout.prefix_ids))
+
+
+def assemble_cached(request: ContextRequest, space) -> BuiltContext:
+    """Read `request.rows`' caches from `space` and assemble them after the generator's prefix."""
+    start = time.perf_counter()
+    caches = [request.store.read_cache(space, row) for row in request.rows]
+    loaded = time.perf_counter()
+    context = assemble(request.lm, caches, request.layout.prefix_ids)
+    request.timings["load"] += (loaded - start) * 1e3
+    request.timings["assemble"] = (time.perf_counter() - loaded) * 1e3
+    return BuiltContext(context, [], context.length - context.prefix_tokens)
+
+
+class NativeMode(ContextMode):
+    name = "native"
+    reads = "native"
+    help = "the generator's own stored chunk caches (`cag ingest --also-for MODEL`)"
+
+    def missing(self, store, lm, rows: list) -> str | None:
+        space = native_space(store, lm, prompt_layout(lm.tokenizer))
+        absent = len(rows) if space is None else sum(not store.cache_path(space, r.text_sha256).is_file()
+                                                     for r in rows)
+        if not absent:
+            return None
+        return (f"No native caches for {lm.name} in store {store.folder} for {absent} of the {len(rows)} "
+                f"retrieved chunks: run `cag ingest PATH --also-for {lm.name} --store {store.folder}` for "
+                "their documents (`cag store check` lists them), or use --mode direct.")
+
+    def build(self, request: ContextRequest) -> BuiltContext:
+        space = native_space(request.store, request.lm, request.layout)
+        if space is None:
+            raise CagError(self.missing(request.store, request.lm, request.rows))
+        return assemble_cached(request, space)

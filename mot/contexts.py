@@ -1,0 +1,122 @@
+"""Translated contexts for the translated modes: the encoder's stored chunk caches, translated into
+the generator's space (persisted per generator and translator the first time), then assembled; or,
+for window injection, placed in a window of layers while the generator replays the context."""
+
+import hashlib
+import logging
+import time
+from pathlib import Path
+
+import torch
+
+from cag.errors import CagError
+from cag.kv.assemble import AssembledContext, check_positions, native_prefix_kv
+from cag.kv.chunk_cache import ids_sha256
+from cag.kv.serde import save_chunk_cache
+from cag.store.store import CacheSpace, Store
+from mot.checkpoint import load_translator
+from mot.injection import injection_window, window_cache
+from mot.registry import find_translator
+from mot.translator import translate_chunk
+
+log = logging.getLogger(__name__)
+_LOADED: dict = {}  # (path, mtime) -> Translator
+
+
+def encoder_space(store: Store) -> CacheSpace:
+    for space in store.spaces():
+        if space.role == "encoder" and space.model_fingerprint == store.config.encoder_fingerprint:
+            return space
+    raise CagError(f"Store {store.folder} holds no encoder caches; re-ingest it.")
+
+
+def translator_for(store: Store, lm, kind: str, mode: str | None = None):
+    """The `kind` translator from the store's encoder to `lm` (for `mode`, named in errors), loaded
+    once per file version."""
+    found = find_translator(store.config.encoder_fingerprint, lm.fingerprint, kind,
+                            store.config.encoder, lm.name)
+    if found.path is None:
+        raise CagError(f"Cannot answer in mode {mode or kind}: {found.reason}.")
+    key = (str(found.path), found.path.stat().st_mtime_ns)
+    if key not in _LOADED:
+        _LOADED[key] = load_translator(found.path)
+    return _LOADED[key]
+
+
+def translated_space(translator, lm, prefix_ids) -> CacheSpace:
+    digest = hashlib.sha256(f"{translator.fingerprint()}|{lm.fingerprint}".encode()).hexdigest()
+    return CacheSpace(f"{lm.name} <- {translator.spec.source.name} ({translator.kind})", digest,
+                      ids_sha256(prefix_ids), "translated", generator=lm.name,
+                      source=translator.spec.source.name, kind=translator.kind)
+
+
+def translated_chunks(store: Store, lm, layout, rows: list, kind: str, timings: dict,
+                      keep: bool = True) -> list:
+    """Target-space chunk caches for `rows` (assembly order). Rotary generators: translated caches
+    are stored in the store and reused (`keep=False`: used when stored, never written);
+    absolute-position generators translate at each chunk's landing offset every time."""
+    translator = translator_for(store, lm, kind)
+    source_space = encoder_space(store)
+    prefix = list(layout.prefix_ids)
+    persist = lm.geometry.is_rotary
+    space = translated_space(translator, lm, prefix) if persist else None
+    chunks, pos = [], len(prefix)
+    for row in rows:
+        path = store.cache_path(space, row.text_sha256) if persist else None
+        chunk = _stored_translation(store, space, row, timings) if persist and path.is_file() else None
+        if chunk is None:
+            t0 = time.perf_counter()
+            source = store.read_cache(source_space, row)
+            t1 = time.perf_counter()
+            chunk = translate_chunk(translator, source, lm, prefix, position_start=pos)
+            timings["load"] += (t1 - t0) * 1e3
+            timings["translate"] += (time.perf_counter() - t1) * 1e3
+            if persist and keep:
+                store.register_space(space)  # per save: a prune may remove the space meanwhile
+                save_chunk_cache(chunk, Path(path), store.config.cache_dtype)
+        chunks.append(chunk)
+        pos += chunk.num_tokens
+    return chunks
+
+
+def _stored_translation(store: Store, space: CacheSpace, row, timings: dict):
+    """A stored translated chunk, or None when it is gone or damaged: translations are derived
+    data, so a pruned (`cag store prune` racing this ask) or corrupt file is simply made again."""
+    t0 = time.perf_counter()
+    path = store.cache_path(space, row.text_sha256)
+    try:
+        chunk = store.read_cache(space, row)
+    except CagError as exc:
+        if path.is_file():  # still there: not a vanished or removed-as-corrupt translation
+            raise
+        log.warning("translated cache %s unusable (%s); translating again", path.name, exc)
+        return None
+    timings["load"] += (time.perf_counter() - t0) * 1e3
+    return chunk
+
+
+@torch.no_grad()
+def window_context(store: Store, lm, layout, rows: list, timings: dict, window=None,
+                   keep: bool = True) -> AssembledContext:
+    """Window injection: the MoT translator's K/V in a window of layers, the generator running over
+    the context for the others (the paper's replay; costs a prefill of the context)."""
+    chunks = translated_chunks(store, lm, layout, rows, "mot", timings, keep)
+    prefix = torch.as_tensor(list(layout.prefix_ids), dtype=torch.int64)
+    ids = torch.cat([c.token_ids for c in chunks])
+    check_positions(lm.geometry, prefix.numel() + ids.numel())
+    start = time.perf_counter()
+    layers = range(lm.geometry.num_layers)
+    keys = [torch.cat([c.keys[l] for c in chunks], dim=1).to(lm.device, torch.float32) for l in layers]
+    values = [torch.cat([c.values[l] for c in chunks], dim=1).to(lm.device, torch.float32) for l in layers]
+    translator = translator_for(store, lm, "mot")
+    prefix_kv = native_prefix_kv(lm, prefix) if prefix.numel() else None
+    cache = window_cache(lm, prefix_kv, keys, values, prefix.numel(), injection_window(translator, lm, window))
+    positions = torch.arange(prefix.numel(), prefix.numel() + ids.numel(), device=lm.device)
+    lm.model(input_ids=ids[None].to(lm.device), position_ids=positions[None], cache=cache, use_cache=True,
+             logits_to_keep=1)
+    timings["replay"] = (time.perf_counter() - start) * 1e3
+    spans, pos = [], prefix.numel()
+    for c in chunks:
+        spans.append((pos, pos + c.num_tokens))
+        pos += c.num_tokens
+    return AssembledContext(cache, torch.cat([prefix, ids]), prefix.numel(), spans)
