@@ -218,10 +218,13 @@ class Store:
 
     # ---- index ---------------------------------------------------------------------------
     def index(self) -> VectorIndex:
-        """The FAISS index, rebuilt from the catalog if missing or stale (e.g. after a kill)."""
-        if self._index is None:
+        """The FAISS index of the catalog as it is now: the one in memory while the catalog has not
+        changed since (a long-lived reader, e.g. a server, follows another process's ingest), else
+        the saved one, else rebuilt from the catalog (missing, stale after a kill, or damaged)."""
+        generation = self.catalog.generation
+        if self._index is None or self._index.info.generation != generation:
             index = load_index(self.folder)
-            if index is None or index.info.generation != self.catalog.generation:
+            if index is None or index.info.generation != generation:
                 index = self.rebuild_index()
             self._index = index
         return self._index

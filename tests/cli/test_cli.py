@@ -66,3 +66,28 @@ def test_progress_goes_to_a_log_as_plain_lines():
         task = progress.add_task("examples x modes", total=10)
         progress.advance(task, 4)
     assert "examples x modes: 4/10, about " in log.getvalue() and log.getvalue().count("\n") == 1
+
+
+def test_prefill_rate_is_right_from_the_first_line_and_a_growing_total_gives_time_left(monkeypatch):
+    """The rate runs from the task's start (not from its first report), so the first line after a
+    3 s batch of 1,200 tokens says 400 tok/s; a total that grows as files are chunked gives an estimate."""
+    import io
+
+    import cli.progress_display as display
+    from cli.progress_display import PlainProgress, ProgressBars
+
+    now = [100.0]
+    monkeypatch.setattr(display.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(display.time, "monotonic", lambda: now[0])
+    log = io.StringIO()
+    with PlainProgress(log, every=0) as plain:
+        bars = ProgressBars(plain)
+        bars.start("chunks prefilled")
+        bars.grow("chunks prefilled", 16)
+        now[0] += 3.0
+        bars.advance("chunks prefilled", 8, tokens=1200)
+        assert log.getvalue().splitlines()[-1].startswith("chunks prefilled: 8/16, about 0.1 min left")
+        assert log.getvalue().splitlines()[-1].endswith("  400 tok/s")
+        now[0] += 1.0
+        bars.advance("chunks prefilled", 8, tokens=400)
+    assert log.getvalue().splitlines()[-1].endswith("  400 tok/s")  # 1,600 tokens in 4 s
