@@ -61,6 +61,15 @@ def check_question(question: str, mode: str, top_k: int) -> None:
         raise CagError(f"--top-k must be at least 1 (got {top_k}).")
 
 
+def check_question_fits(lm, prefix_tokens: int, question_tokens: int, max_new_tokens: int) -> None:
+    """Refuse a question too long for the generator even without any context."""
+    needed = prefix_tokens + question_tokens + max_new_tokens
+    if needed > lm.geometry.max_positions:
+        raise CagError(f"The question is {question_tokens:,} tokens: with the prompt and a {max_new_tokens}-token "
+                       f"answer it needs {needed:,} positions, but {lm.name} handles at most "
+                       f"{lm.geometry.max_positions:,}. Shorten the question.")
+
+
 def ask(question: str, store_dir: Path | None = None, model: str = DEFAULT_GENERATOR,
         top_k: int = 3, mode: str = "auto", max_new_tokens: int = 64, on_token=None,
         lm=None, retriever: Retriever | None = None, min_retention: float | None = None,
@@ -86,6 +95,8 @@ def ask(question: str, store_dir: Path | None = None, model: str = DEFAULT_GENER
     warmup_ms = (time.perf_counter() - warm_start) * 1e3
 
     start = time.perf_counter()
+    q_ids = layout.question_ids(lm.tokenizer, question)
+    check_question_fits(lm, len(layout.prefix_ids), len(q_ids), max_new_tokens)
     retrieval = retriever.retrieve(question, top_k) if retrieves else None
     rows = [r.chunk for r in reversed(retrieval.results)] if retrieval else []  # best chunk last
     options, notes = ModeOptions(blend=blend, blend_select=blend_select), []
@@ -100,7 +111,6 @@ def ask(question: str, store_dir: Path | None = None, model: str = DEFAULT_GENER
     if retrieval and retrieval.clamped_from:
         notes.append(f"--top-k {retrieval.clamped_from} is more than the store's "
                      f"{len(retrieval.results)} chunks; used {len(retrieval.results)}")
-    q_ids = layout.question_ids(lm.tokenizer, question)
     request = ContextRequest(store, lm, layout, rows, q_ids, options)
     built = chosen.build(request)
     generation_start = time.perf_counter()

@@ -62,7 +62,7 @@ class Retriever:
             raise CagError(f"Store {self.store.folder} is empty: ingest documents first.")
         clamped = None
         if top_k > total:
-            log.warning("--top-k %d is more than the %d chunks in the store; using %d", top_k, total, total)
+            log.info("--top-k %d is more than the %d chunks in the store; using %d", top_k, total, total)
             clamped, top_k = top_k, total
         start = time.perf_counter()
         vector = self.embedder.encode([question])

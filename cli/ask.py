@@ -9,6 +9,7 @@ import typer
 from cag.defaults import DEFAULT_BLEND, DEFAULT_GENERATOR, DEFAULT_MIN_RETENTION
 from cli._errors import handle_errors
 from cli.options import DeviceOption, DtypeOption, ModelOption, StoreOption
+from cli.text import printable
 
 
 @handle_errors
@@ -62,7 +63,7 @@ def ask_command(
                f"TTFT {t['ttft']:.0f} ms | total {t['total']:.0f} ms | warm-up {t['warmup']:.0f} ms]", err=True)
     if show_sources:
         for s in result.sources:
-            typer.echo(f"  {s.score:.3f}  {s.doc}  chunk {s.chunk}")
+            typer.echo(f"  {s.score:.3f}  {printable(s.doc)}  chunk {s.chunk}")
 
 
 def _stream(piece: str) -> None:

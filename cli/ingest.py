@@ -5,11 +5,13 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from cag.defaults import DEFAULT_EMBEDDER, DEFAULT_ENCODER
 from cli._errors import handle_errors
 from cli.progress_display import progress_bars
 from cli.options import DeviceOption, DtypeOption, StoreOption
+from cli.text import printable
 
 
 @handle_errors
@@ -46,7 +48,7 @@ def ingest_command(
     with progress_bars() as progress:
         report = ingest(paths, store, options, progress)
     for path, reason in report.skipped:
-        console.print(f"[yellow]skipped[/] {path}: {reason}")
+        console.print(f"[yellow]skipped[/] {escape(printable(path))}: {escape(printable(reason))}", highlight=False)
     typer.echo(
         f"Store {report.store}: {report.files_seen} files seen, {report.files_ingested} ingested, "
         f"{report.files_unchanged} unchanged, {len(report.skipped)} skipped, {report.files_removed} "

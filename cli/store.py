@@ -12,6 +12,7 @@ import typer
 from cag.errors import CagError
 from cli._errors import handle_errors
 from cli.options import StoreOption
+from cli.text import printable
 
 app = typer.Typer(help="See and manage a chunk-cache store.", no_args_is_help=True)
 
@@ -33,7 +34,10 @@ def info_command(store: StoreOption = None,
         return
     for key in ("store", "encoder", "embedder", "faiss_factory", "chunk_tokens", "cache_dtype",
                 "files", "documents", "chunks", "tokens"):
-        typer.echo(f"{key:14} {info[key]}")
+        typer.echo(f"{key:14} {printable(info[key])}")
+    if info["catalog_integrity"] != "ok":
+        typer.echo(f"{'catalog':14} damaged (SQLite: {printable(info['catalog_integrity'])}): run `cag store check "
+                   f"--repair --store {printable(info['store'])}`")
     typer.echo(f"{'on disk':14} {info['bytes_on_disk'] / 1e6:.1f} MB"
                + (f" ({info['bytes_on_disk'] / max(info['tokens'], 1):,.0f} bytes per token)" if info["tokens"] else ""))
     for space in info["cache_spaces"]:
@@ -53,7 +57,7 @@ def list_command(store: StoreOption = None) -> None:
     finally:
         opened.close()
     for path, chunks in rows:
-        typer.echo(f"{chunks:6}  {path}")
+        typer.echo(f"{chunks:6}  {printable(path)}")
 
 
 PRUNABLE = ("translated", "native")
@@ -117,3 +121,39 @@ def remove_command(paths: Annotated[list[Path], typer.Argument(help="Ingested fi
     finally:
         opened.close()
     typer.echo(f"Removed {len(chosen)} file(s) from {opened.folder}.")
+
+
+@app.command("check")
+@handle_errors
+def check_command(
+        repair: Annotated[bool, typer.Option("--repair", help="Rebuild what is derived (the index, caches of documents "
+                                             "still on disk, translations, a damaged catalog from what is "
+                                             "intact) and say what cannot be rebuilt.")] = False,
+        store: StoreOption = None) -> None:
+    """Check the whole store: the catalog (SQLite integrity, every chunk row against its digests), the
+    FAISS index, every cache file, orphans and anything that is not cag's. Prints what is wrong, one
+    line each, and exits with code 1 if anything is."""
+    from cag.repair import repair_store
+    from cag.store.check import check_store
+    from cli.progress_display import progress_bars
+
+    with progress_bars() as progress:
+        result = repair_store(store, progress) if repair else None
+        report = result.after if result else check_store(store, progress)
+    if result:
+        for line in result.done:
+            typer.echo(f"repaired: {printable(line)}")
+        for line in result.not_repaired:
+            typer.echo(f"not repaired: {printable(line)}")
+    counts = report.counts
+    typer.echo(f"Store {printable(report.store)}: {counts.get('chunks', '?')} chunks, {counts.get('spaces', 0)} "
+               f"cache spaces, {counts.get('cache_files', 0)} cache files checked.")
+    for problem in report.problems:
+        typer.echo(f"{problem.kind}: {printable(problem.message)}")
+    if report.problems:
+        fixable = sum(p.repairable for p in report.problems)
+        hint = (f" {fixable} can be repaired: `cag store check --repair --store {printable(report.store)}`."
+                if fixable and not repair else "")
+        typer.echo(f"{len(report.problems)} problem(s).{hint}")
+        raise typer.Exit(1)
+    typer.echo("No problems found.")

@@ -90,6 +90,10 @@ class VectorIndex:
                 self._searcher = faiss.index_cpu_to_all_gpus(self.index)
         return self._searcher
 
+    def ids(self) -> np.ndarray:
+        """(n,) int64: every id the index holds."""
+        return faiss.vector_to_array(self.index.id_map).astype(np.int64)
+
     def to_bytes(self) -> bytes:
         return faiss.serialize_index(self.index).tobytes()
 

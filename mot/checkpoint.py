@@ -89,7 +89,14 @@ def save_translator(translator: Translator, path: Path, dtype: str = "fp16") -> 
 
 def load_translator_weights(spec: TranslatorSpec, path: Path) -> Translator:
     translator = Translator(spec)
-    translator.load_state_dict(_float_state(load_file(str(path))))
+    state = _float_state(load_file(str(path)))
+    wanted = translator.state_dict()
+    differ = sorted(set(wanted) ^ set(state)) or [k for k in wanted if wanted[k].shape != state[k].shape]
+    if differ:
+        raise CagError(f"Translator weights {path} do not fit the translator its JSON describes ({spec.source.name} "
+                       f"-> {spec.target.name}, {spec.kind}; {len(differ)} tensor(s) differ, e.g. {differ[0]}): "
+                       "the two files belong to different translators; reinstall or retrain it.")
+    translator.load_state_dict(state)
     return translator.eval()
 
 

@@ -13,14 +13,15 @@ from cag.errors import CagError
 from cag.kv.assemble import AssembledContext, check_positions, native_prefix_kv
 from cag.kv.chunk_cache import ids_sha256
 from cag.kv.serde import save_chunk_cache
-from cag.store.store import CacheSpace, Store
-from mot.checkpoint import load_translator
+from cag.store.spaces import CacheSpace
+from cag.store.store import Store
+from mot.checkpoint import load_translator, paths
 from mot.injection import injection_window, window_cache
 from mot.registry import find_translator
 from mot.translator import translate_chunk
 
 log = logging.getLogger(__name__)
-_LOADED: dict = {}  # (path, mtime) -> Translator
+_LOADED: dict = {}  # (path, weights mtime, record mtime) -> Translator
 
 
 def encoder_space(store: Store) -> CacheSpace:
@@ -37,7 +38,8 @@ def translator_for(store: Store, lm, kind: str, mode: str | None = None):
                             store.config.encoder, lm.name)
     if found.path is None:
         raise CagError(f"Cannot answer in mode {mode or kind}: {found.reason}.")
-    key = (str(found.path), found.path.stat().st_mtime_ns)
+    record = paths(found.path)[1]  # a changed JSON (spec, metrics) makes another translator too
+    key = (str(found.path), found.path.stat().st_mtime_ns, record.stat().st_mtime_ns)
     if key not in _LOADED:
         _LOADED[key] = load_translator(found.path)
     return _LOADED[key]

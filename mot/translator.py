@@ -231,7 +231,19 @@ class Translator(nn.Module):
 
 
 def check_models(translator: Translator, source_fingerprint: str, target_lm) -> None:
+    """The translator reads caches of the model with `source_fingerprint` and writes `target_lm`'s:
+    by fingerprint, and by shape (a JSON relabelled for another pair is refused here, not deep in
+    the translation)."""
     spec = translator.spec
+    want, have = spec.target.geometry, target_lm.geometry.to_dict()
+    differ = [k for k in ("family", "num_layers", "kv_heads", "head_dim") if want.get(k) != have.get(k)]
+    if spec.target_embeddings and spec.embedding_dim != embedding_table(target_lm).shape[1]:
+        differ.append("embedding width")
+    if differ:
+        raise CagError(f"Translator {spec.source.name} -> {spec.target.name} ({spec.kind}) was made for a "
+                       f"generator of another shape than {target_lm.name} ({', '.join(differ)} differ): its JSON "
+                       "does not describe the model it is used with; reinstall the translator or retrain it "
+                       "with `cag train`.")
     if spec.target.fingerprint != target_lm.fingerprint:
         raise CagError(f"Translator {spec.source.name} -> {spec.target.name} ({spec.kind}) was trained "
                        f"for target fingerprint {spec.target.fingerprint[:12]}, but {target_lm.name} is "

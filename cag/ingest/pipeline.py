@@ -29,7 +29,8 @@ from cag.models.fingerprint import sha256_hex
 from cag.progress import Progress
 from cag.prompt import prompt_layout
 from cag.store.catalog import NewChunk, doc_label
-from cag.store.store import CacheSpace, Store, StoreConfig, default_store_dir
+from cag.store.spaces import CacheSpace
+from cag.store.store import Store, StoreConfig, default_store_dir
 from cag.retrieval import load_embedder
 from indexes.embedder import Embedder
 
@@ -120,6 +121,19 @@ def ingest(paths: list, store_dir: Path | None = None, options: IngestOptions = 
     return report
 
 
+def reingest(store: Store, paths: list, also_for: tuple = (), progress: Progress | None = None) -> IngestReport:
+    """Ingest `paths` again into an open store whose write lock the caller holds (store repair),
+    with the store's own encoder and embedder, and `also_for` generators' native caches."""
+    options = IngestOptions(encoder=store.config.encoder, embedder=store.config.embedder, also_for=tuple(also_for))
+    encoder = load_model(options.encoder, options.dtype, options.device)
+    if encoder.fingerprint != store.config.encoder_fingerprint:
+        raise CagError(f"Store {store.folder} was built with another version of {store.config.encoder} "
+                       f"({store.config.encoder_fingerprint[:12]}, now {encoder.fingerprint[:12]}): its caches "
+                       "cannot be re-created; re-ingest into a new store.")
+    return _ingest_locked([Path(p) for p in paths], store, encoder, load_embedder(options.embedder), options,
+                          progress or Progress())
+
+
 def _check_existing_store(store_dir, options: IngestOptions) -> None:
     """Refuse a store built with another embedder before loading any model."""
     folder = Path(store_dir) if store_dir else default_store_dir()
@@ -165,7 +179,8 @@ def _ingest_file(path: Path, store: Store, chunker: Chunker, embedder: Embedder,
                  batch_size: int, encoder_tokenizer, donors: tuple = ()) -> None:
     try:
         sha = _file_sha256(path)
-        if store.catalog.file_sha256(str(path)) == sha and _caches_complete(store, path, spaces):
+        if (store.catalog.file_sha256(str(path)) == sha and _caches_complete(store, path, spaces)
+                and store.catalog.file_intact(str(path))):  # a damaged chunk row makes the file changed
             report.files_unchanged += 1
             return
         documents = read_file(path)

@@ -3,15 +3,28 @@
 Every change to one file's documents is one transaction, so a kill at any moment leaves the catalog
 either before or after that file. The generation counter increases with every change; the FAISS
 index records the generation it was built from, so a stale index is detected and rebuilt.
+
+Every chunk row is checked when it is read: its text against `text_sha256`, and the row (index,
+span, token count, text digest, embedding) against `chunk_sha256`, both written with it. A row that
+fails is damaged: reading it raises `DamagedChunkError` naming the document and the fix, and the
+index leaves it out, so no answer comes from it; re-ingesting its file re-creates it. Any SQLite
+error (a malformed page, a file that is not a database) becomes a one-line CagError naming the file
+and the fix.
 """
 
+import logging
 import sqlite3
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from cag.errors import CagError
 from cag.faults import fault_point
+from cag.models.fingerprint import sha256_hex
+
+log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (
@@ -32,11 +45,26 @@ CREATE TABLE IF NOT EXISTS chunks (
     text_sha256 TEXT NOT NULL,
     n_tokens INTEGER NOT NULL,   -- encoder tokens
     embedding BLOB NOT NULL,     -- float32 [dim]
+    chunk_sha256 TEXT,           -- row_digest(...) of this row, checked when it is read
     UNIQUE (doc_id, idx)
 );
 CREATE INDEX IF NOT EXISTS chunks_text ON chunks(text_sha256);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+
+
+class CatalogError(CagError):
+    """The catalog file cannot be read (damaged, or not a catalog)."""
+
+
+class DamagedChunkError(CagError):
+    """A chunk row failed its digests."""
+
+
+def row_digest(idx: int, char_start: int, char_end: int, n_tokens: int, text_sha256: str,
+               embedding: bytes) -> str:
+    """sha256 over everything a chunk row holds but its text (which `text_sha256` covers)."""
+    return sha256_hex(struct.pack("<4q", idx, char_start, char_end, n_tokens), text_sha256.encode(), embedding)
 
 
 def doc_label(path: str, locator: str) -> str:
@@ -72,33 +100,86 @@ class NewChunk:
     embedding: np.ndarray  # (dim,) float32
 
 
+class _Connection:
+    """sqlite3's connection, its errors turned into one-line CatalogErrors naming the file and the fix."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.conn = self._call(sqlite3.connect, str(path), isolation_level=None)  # explicit transactions
+
+    def _call(self, function, *args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except sqlite3.OperationalError as exc:
+            if "locked" in str(exc) or "busy" in str(exc):
+                raise CatalogError(f"The store's catalog {self.path} is busy ({exc}); try again.") from exc
+            raise self.damaged(exc) from exc
+        except sqlite3.DatabaseError as exc:
+            raise self.damaged(exc) from exc
+
+    def damaged(self, exc: Exception) -> CatalogError:
+        store = self.path.parent
+        return CatalogError(f"The store's catalog {self.path} is damaged ({exc}): `cag store check --repair "
+                            f"--store {store}` rebuilds it from what is intact and the documents still on disk.")
+
+    def execute(self, sql: str, params=()):
+        return self._call(self.conn.execute, sql, params)
+
+    def executemany(self, sql: str, rows):
+        return self._call(self.conn.executemany, sql, rows)
+
+    def executescript(self, script: str):
+        return self._call(self.conn.executescript, script)
+
+    def rows(self, sql: str, params=()) -> list:
+        """All rows of a query (fetched inside the error translation: damage may show while reading)."""
+        return self._call(lambda: self.conn.execute(sql, params).fetchall())
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 class Catalog:
     def __init__(self, path: Path):
-        self.conn = sqlite3.connect(str(path), isolation_level=None)  # explicit transactions
+        self.path = Path(path)
+        self.conn = _Connection(path)
         self.conn.execute("PRAGMA foreign_keys = ON")
         self.conn.execute("PRAGMA journal_mode = WAL")
         self.conn.execute("PRAGMA synchronous = FULL")
+        self.conn.execute("PRAGMA busy_timeout = 10000")
         self.conn.executescript(_SCHEMA)
+        self._upgrade()
+
+    def _upgrade(self) -> None:
+        """Catalogs written before rows had digests get them, computed from the rows as they are."""
+        columns = {r[1] for r in self.conn.rows("PRAGMA table_info(chunks)")}
+        if "chunk_sha256" in columns:
+            return
+        with self._transaction():
+            self.conn.execute("ALTER TABLE chunks ADD COLUMN chunk_sha256 TEXT")
+            rows = self.conn.rows("SELECT id, idx, char_start, char_end, n_tokens, text_sha256, embedding FROM chunks")
+            self.conn.executemany("UPDATE chunks SET chunk_sha256 = ? WHERE id = ?",
+                                  [(row_digest(*r[1:]), r[0]) for r in rows])
+        log.info("catalog %s: %d chunk rows given digests", self.path, len(rows))
 
     def close(self) -> None:
         self.conn.close()
 
     @property
     def generation(self) -> int:
-        row = self.conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
-        return int(row[0]) if row else 0
+        row = self.conn.rows("SELECT value FROM meta WHERE key = 'generation'")
+        return int(row[0][0]) if row else 0
 
     def _bump(self) -> None:
         self.conn.execute("INSERT INTO meta VALUES ('generation', ?) ON CONFLICT(key) DO UPDATE "
                           "SET value = excluded.value", (str(self.generation + 1),))
 
     def file_sha256(self, path: str) -> str | None:
-        row = self.conn.execute("SELECT file_sha256 FROM documents WHERE path = ? LIMIT 1",
-                                (path,)).fetchone()
-        return row[0] if row else None
+        row = self.conn.rows("SELECT file_sha256 FROM documents WHERE path = ? LIMIT 1", (path,))
+        return row[0][0] if row else None
 
     def paths(self) -> list[str]:
-        return [r[0] for r in self.conn.execute("SELECT DISTINCT path FROM documents ORDER BY path")]
+        return [r[0] for r in self.conn.rows("SELECT DISTINCT path FROM documents ORDER BY path")]
 
     def replace_file(self, path: str, file_sha256: str, documents: list) -> None:
         """Atomically replace everything stored for `path` by `documents`: [(locator, n_chars, [NewChunk])]."""
@@ -108,18 +189,22 @@ class Catalog:
                 doc_id = self.conn.execute(
                     "INSERT INTO documents (path, locator, file_sha256, n_chars) VALUES (?, ?, ?, ?)",
                     (path, locator, file_sha256, n_chars)).lastrowid
+                rows = []
+                for c in chunks:
+                    embedding = np.asarray(c.embedding, dtype=np.float32).tobytes()
+                    rows.append((doc_id, c.idx, c.text, c.char_start, c.char_end, c.text_sha256, c.n_tokens,
+                                 embedding, row_digest(c.idx, c.char_start, c.char_end, c.n_tokens,
+                                                       c.text_sha256, embedding)))
                 self.conn.executemany(
                     "INSERT INTO chunks (doc_id, idx, text, char_start, char_end, text_sha256, "
-                    "n_tokens, embedding) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(doc_id, c.idx, c.text, c.char_start, c.char_end, c.text_sha256, c.n_tokens,
-                      np.asarray(c.embedding, dtype=np.float32).tobytes()) for c in chunks])
+                    "n_tokens, embedding, chunk_sha256) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
                 fault_point("in_transaction")
             self._bump()
 
     def rename_path(self, old: str, new: str) -> None:
         """Point `old`'s documents at `new` (a file that moved with its store); `new` must be unused."""
         with self._transaction():
-            if self.conn.execute("SELECT 1 FROM documents WHERE path = ? LIMIT 1", (new,)).fetchone():
+            if self.conn.rows("SELECT 1 FROM documents WHERE path = ? LIMIT 1", (new,)):
                 raise ValueError(f"{new} is already in the catalog")
             self.conn.execute("UPDATE documents SET path = ? WHERE path = ?", (new, old))
             self._bump()
@@ -145,52 +230,94 @@ class Catalog:
 
         return _Tx()
 
+    # ---- chunk rows, verified ------------------------------------------------------------
     _CHUNK_COLUMNS = ("SELECT c.id, d.path, d.locator, c.idx, c.text, c.char_start, c.char_end, "
-                      "c.text_sha256, c.n_tokens FROM chunks c JOIN documents d ON d.id = c.doc_id")
+                      "c.text_sha256, c.n_tokens, c.embedding, c.chunk_sha256 "
+                      "FROM chunks c JOIN documents d ON d.id = c.doc_id")
+
+    def _checked(self, rows, strict: bool = True) -> list:
+        """(ChunkRow, embedding bytes) of every row that passes its digests. A damaged row raises
+        DamagedChunkError (`strict`) or is left out with a warning."""
+        good = []
+        for r in rows:
+            chunk, embedding, stored = ChunkRow(*r[:9]), r[9], r[10]
+            problem = row_problem(chunk, embedding, stored)
+            if problem is None:
+                good.append((chunk, embedding))
+                continue
+            message = (f"Chunk {chunk.idx} of {chunk.doc} in the store's catalog is damaged ({problem}): "
+                       f"re-ingest it with `cag ingest {chunk.doc_path} --store {self.path.parent}`, or run "
+                       f"`cag store check --repair --store {self.path.parent}`.")
+            if strict:
+                raise DamagedChunkError(message)
+            log.warning("%s It is left out.", message)
+        return good
 
     def chunks_by_id(self, ids: list[int]) -> dict[int, ChunkRow]:
         if not ids:
             return {}
         marks = ",".join("?" * len(ids))
-        rows = self.conn.execute(f"{self._CHUNK_COLUMNS} WHERE c.id IN ({marks})", list(ids))
-        return {r[0]: ChunkRow(*r) for r in rows}
+        rows = self.conn.rows(f"{self._CHUNK_COLUMNS} WHERE c.id IN ({marks})", list(ids))
+        return {chunk.id: chunk for chunk, _ in self._checked(rows)}
 
     def chunks_of(self, path: str, locator: str) -> list[ChunkRow]:
         """One document's chunks in document order."""
-        return [ChunkRow(*r) for r in self.conn.execute(
-            f"{self._CHUNK_COLUMNS} WHERE d.path = ? AND d.locator = ? ORDER BY c.idx", (path, locator))]
+        rows = self.conn.rows(f"{self._CHUNK_COLUMNS} WHERE d.path = ? AND d.locator = ? ORDER BY c.idx",
+                              (path, locator))
+        return [chunk for chunk, _ in self._checked(rows)]
 
     def embeddings_of(self, ids: list[int], dim: int) -> np.ndarray:
-        """Embeddings (len(ids), dim) float32 of the given chunk ids, in that order."""
+        """Embeddings (len(ids), dim) float32 of the given chunk ids, in that order (rows verified)."""
         marks = ",".join("?" * len(ids))
-        found = dict(self.conn.execute(f"SELECT id, embedding FROM chunks WHERE id IN ({marks})", list(ids)))
+        found = {chunk.id: emb for chunk, emb in self._checked(
+            self.conn.rows(f"{self._CHUNK_COLUMNS} WHERE c.id IN ({marks})", list(ids)))}
         return np.frombuffer(b"".join(found[i] for i in ids), dtype=np.float32).reshape(-1, dim)
 
     def all_chunks(self) -> list[ChunkRow]:
-        return [ChunkRow(*r) for r in self.conn.execute(f"{self._CHUNK_COLUMNS} ORDER BY d.path, d.locator, c.idx")]
+        return [chunk for chunk, _ in self._checked(
+            self.conn.rows(f"{self._CHUNK_COLUMNS} ORDER BY d.path, d.locator, c.idx"))]
 
     def embeddings(self, dim: int) -> tuple[np.ndarray, np.ndarray]:
-        """All chunk ids (n,) int64 and embeddings (n, dim) float32."""
-        rows = self.conn.execute("SELECT id, embedding FROM chunks ORDER BY id").fetchall()
-        ids = np.array([r[0] for r in rows], dtype=np.int64)
-        vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(-1, dim)
+        """Chunk ids (n,) int64 and embeddings (n, dim) float32 of every intact row (the index's
+        content: a damaged row is left out, with a warning)."""
+        good = self._checked(self.conn.rows(f"{self._CHUNK_COLUMNS} ORDER BY c.id"), strict=False)
+        ids = np.array([chunk.id for chunk, _ in good], dtype=np.int64)
+        vectors = np.frombuffer(b"".join(emb for _, emb in good), dtype=np.float32).reshape(-1, dim)
         return ids, vectors
+
+    def verify_all(self) -> tuple[list[ChunkRow], list[tuple[ChunkRow, str]]]:
+        """(the intact chunk rows, the damaged ones with what is wrong), in document order."""
+        intact, damaged = [], []
+        for r in self.conn.rows(f"{self._CHUNK_COLUMNS} ORDER BY d.path, d.locator, c.idx"):
+            chunk, problem = ChunkRow(*r[:9]), row_problem(ChunkRow(*r[:9]), r[9], r[10])
+            (damaged.append((chunk, problem)) if problem else intact.append(chunk))
+        return intact, damaged
+
+    def file_intact(self, path: str) -> bool:
+        """Whether every chunk row of the file `path` passes its digests."""
+        rows = self.conn.rows(f"{self._CHUNK_COLUMNS} WHERE d.path = ?", (path,))
+        return all(row_problem(ChunkRow(*r[:9]), r[9], r[10]) is None for r in rows)
 
     def text_hashes_of(self, path: str) -> list[str]:
         """The text digests of every chunk stored for the file `path`."""
-        return [r[0] for r in self.conn.execute(
+        return [r[0] for r in self.conn.rows(
             "SELECT c.text_sha256 FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE d.path = ?", (path,))]
 
     def file_chunk_counts(self) -> list[tuple[str, int]]:
         """(path, chunks) for every ingested file, by path."""
-        return self.conn.execute("SELECT d.path, COUNT(c.id) FROM documents d LEFT JOIN chunks c "
-                                 "ON c.doc_id = d.id GROUP BY d.path ORDER BY d.path").fetchall()
+        return self.conn.rows("SELECT d.path, COUNT(c.id) FROM documents d LEFT JOIN chunks c "
+                              "ON c.doc_id = d.id GROUP BY d.path ORDER BY d.path")
 
     def text_hashes(self) -> set[str]:
-        return {r[0] for r in self.conn.execute("SELECT DISTINCT text_sha256 FROM chunks")}
+        return {r[0] for r in self.conn.rows("SELECT DISTINCT text_sha256 FROM chunks")}
+
+    def integrity(self) -> str:
+        """SQLite's own check of the file: "ok", or what it found."""
+        rows = self.conn.rows("PRAGMA quick_check")
+        return "; ".join(r[0] for r in rows[:5])
 
     def counts(self) -> dict:
-        one = lambda sql: self.conn.execute(sql).fetchone()[0]  # noqa: E731
+        one = lambda sql: self.conn.rows(sql)[0][0]  # noqa: E731
         return {"files": one("SELECT COUNT(DISTINCT path) FROM documents"),
                 "documents": one("SELECT COUNT(*) FROM documents"),
                 "chunks": one("SELECT COUNT(*) FROM chunks"),
@@ -198,3 +325,13 @@ class Catalog:
                 # identical chunk text is cached once: the tokens the cache files hold
                 "distinct_tokens": one("SELECT COALESCE(SUM(n), 0) FROM "
                                        "(SELECT MAX(n_tokens) AS n FROM chunks GROUP BY text_sha256)")}
+
+
+def row_problem(chunk: ChunkRow, embedding: bytes, stored: str | None) -> str | None:
+    """What is wrong with a chunk row (None: its text and the row match their digests)."""
+    if sha256_hex(chunk.text.encode()) != chunk.text_sha256:
+        return "its text does not match its sha256"
+    if stored is None or row_digest(chunk.idx, chunk.char_start, chunk.char_end, chunk.n_tokens,
+                                    chunk.text_sha256, embedding) != stored:
+        return "its embedding, span or digest does not match the row's sha256"
+    return None

@@ -13,20 +13,19 @@
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import logging
-import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from cag.atomic import atomic_write_text
 from cag.errors import CagError, CorruptCacheError
 from cag.home import cag_home
-from cag.kv.chunk_cache import FORMAT_VERSION, ChunkCache
+from cag.kv.chunk_cache import ChunkCache
 from cag.kv.serde import load_chunk_cache
 from cag.store.catalog import Catalog
 from cag.store.index_file import load_index, save_index
+from cag.store.spaces import CacheSpace, files_bytes, walk_caches
 from indexes.faiss_index import IndexSetupError, VectorIndex
 
 log = logging.getLogger(__name__)
@@ -35,6 +34,13 @@ STORE_FORMAT = 1
 
 def default_store_dir() -> Path:
     return cag_home() / "stores" / "default"
+
+
+def _store_folder(folder: Path | None) -> Path:
+    folder = Path(folder).expanduser() if folder else default_store_dir()
+    if folder.exists() and not folder.is_dir():
+        raise CagError(f"--store {folder} is a file, not a store folder: pass a folder (a new one is created).")
+    return folder
 
 
 @dataclass(frozen=True)
@@ -50,66 +56,35 @@ class StoreConfig:
     format_version: int = STORE_FORMAT
 
 
-@dataclass(frozen=True)
-class CacheSpace:
-    """Where one model's chunk caches (prefilled after one native prefix) live in a store."""
-
-    model_name: str  # for display: a translated space is named "GEN <- SOURCE (KIND)"
-    model_fingerprint: str  # a translated space: sha256(translator fingerprint | generator fingerprint)
-    prefix_sha256: str
-    role: str  # "encoder", "native" or "translated" (the generator's, made by a translator)
-    generator: str = ""  # the model that reads these caches ("" for the encoder's)
-    source: str = ""  # translated: the model whose caches were translated
-    kind: str = ""  # translated: the translator kind (mot, single, ridge)
-
-    @classmethod
-    def from_json(cls, data: dict) -> "CacheSpace":
-        """Read a space's model.json; those written before the generator/source/kind fields get
-        them from the display name they were folded into ("GEN <- SOURCE (KIND)")."""
-        if "generator" not in data:
-            name, role = data["model_name"], data["role"]
-            generator, _, rest = name.partition(" <- ")
-            source, _, kind = rest.rstrip(")").rpartition(" (")
-            data = {**data, "generator": "" if role == "encoder" else generator,
-                    **({"source": source, "kind": kind} if role == "translated" else {})}
-        return cls(**data)
-
-    @property
-    def key(self) -> str:
-        return hashlib.sha256(f"{self.model_fingerprint}|{self.prefix_sha256}".encode()).hexdigest()[:16]
-
-    def file_key(self, text_sha256: str) -> str:
-        raw = f"{self.model_fingerprint}|{self.prefix_sha256}|{text_sha256}|{FORMAT_VERSION}"
-        return hashlib.sha256(raw.encode()).hexdigest()
-
-
 class Store:
-    def __init__(self, folder: Path, config: StoreConfig):
+    def __init__(self, folder: Path, config: StoreConfig, catalog: bool = True):
         self.folder = Path(folder)
         self.config = config
-        self.catalog = Catalog(self.folder / "catalog.sqlite")
+        self.catalog = Catalog(self.folder / "catalog.sqlite") if catalog else None
         self._index: VectorIndex | None = None
 
     # ---- opening -------------------------------------------------------------------------
     @classmethod
-    def open(cls, folder: Path | None = None) -> "Store":
-        folder = Path(folder) if folder else default_store_dir()
+    def open(cls, folder: Path | None = None, catalog: bool = True) -> "Store":
+        """The store at `folder`; `catalog=False` opens it without its catalog (store check reads a
+        damaged one on its own)."""
+        folder = _store_folder(folder)
         config_path = folder / "store.json"
         if not config_path.is_file():
             raise CagError(f"No cag store at {folder}: run `cag ingest PATH --store {folder}` first.")
         try:
             config = StoreConfig(**json.loads(config_path.read_text()))
-        except (json.JSONDecodeError, TypeError) as exc:
+        except (json.JSONDecodeError, TypeError, UnicodeDecodeError) as exc:
             raise CagError(f"{config_path} is unreadable ({exc}); re-create the store.") from exc
         if config.format_version != STORE_FORMAT:
             raise CagError(f"Store {folder} has format {config.format_version}; this cag reads "
                            f"{STORE_FORMAT}. Re-ingest into a new store.")
-        return cls(folder, config)
+        return cls(folder, config, catalog)
 
     @classmethod
     def open_or_create(cls, folder: Path | None, wanted: StoreConfig) -> "Store":
         """Open the store at `folder`, refusing one built by another encoder or embedder; or create it."""
-        folder = Path(folder) if folder else default_store_dir()
+        folder = _store_folder(folder)
         if (folder / "store.json").is_file():
             store = cls.open(folder)
             store._check_compatible(wanted)
@@ -136,7 +111,8 @@ class Store:
                             getattr(have, field), getattr(wanted, field))
 
     def close(self) -> None:
-        self.catalog.close()
+        if self.catalog is not None:
+            self.catalog.close()
 
     @contextlib.contextmanager
     def lock(self):
@@ -150,27 +126,41 @@ class Store:
             yield
 
     # ---- cache files ---------------------------------------------------------------------
+    @property
+    def caches_folder(self) -> Path:
+        return self.folder / "caches"
+
     def register_space(self, space: CacheSpace) -> None:
-        path = self.folder / "caches" / space.key / "model.json"
+        path = self.caches_folder / space.key / "model.json"
         if not path.is_file():
             atomic_write_text(path, json.dumps(asdict(space), indent=2))
 
     def spaces(self) -> list[CacheSpace]:
+        """The registered cache spaces (an unreadable model.json is left out, with a warning)."""
         found = []
-        for path in sorted((self.folder / "caches").glob("*/model.json")):
-            found.append(CacheSpace.from_json(json.loads(path.read_text())))
+        for entry in walk_caches(self.caches_folder):
+            if entry.kind == "model":
+                try:
+                    found.append(CacheSpace.from_json(json.loads(entry.path.read_text())))
+                except (OSError, ValueError, TypeError, KeyError) as exc:
+                    log.warning("unreadable cache space description %s (%s); ignored", entry.path, exc)
         return found
 
     def cache_path(self, space: CacheSpace, text_sha256: str) -> Path:
         key = space.file_key(text_sha256)
-        return self.folder / "caches" / space.key / key[:2] / f"{key}.safetensors"
+        return self.caches_folder / space.key / key[:2] / f"{key}.safetensors"
 
     def read_cache(self, space: CacheSpace, row) -> ChunkCache:
-        """The verified chunk cache of catalog `row` in `space`. A damaged file is derived data:
+        """The verified chunk cache of catalog `row` in `space`: its checksum, and that it is the
+        cache of this row's text for this space's model and prefix. A damaged file is derived data:
         it is removed (so that re-ingesting re-creates it) and the error says so."""
         path = self.cache_path(space, row.text_sha256)
         try:
-            return load_chunk_cache(path)
+            cache = load_chunk_cache(path)
+            problem = space.mismatch(cache.meta, row.text_sha256)
+            if problem:
+                raise CorruptCacheError(f"Chunk cache {path} is not the one its name says: {problem}.")
+            return cache
         except CorruptCacheError as exc:
             path.unlink(missing_ok=True)
             raise CagError(f"{exc} It was removed; re-ingest its document to re-create it: "
@@ -183,23 +173,27 @@ class Store:
         return None
 
     def collect_garbage(self) -> int:
-        """Delete cache files no chunk refers to, and temp files left by a killed run."""
+        """Delete cache files no chunk refers to, and temporary files left by a killed run. Only
+        files of cag's layout are touched (spaces.walk_caches): anything else is left, with a warning."""
         texts = self.catalog.text_hashes()
+        wanted = {s.key: {s.file_key(t) for t in texts} for s in self.spaces()}
         removed = 0
-        for space in self.spaces():
-            wanted = {space.file_key(t) + ".safetensors" for t in texts}
-            for path in (self.folder / "caches" / space.key).glob("*/*"):
-                if path.name.startswith(".tmp-") or path.name not in wanted:
-                    path.unlink(missing_ok=True)
-                    removed += 1
+        for entry in walk_caches(self.caches_folder):
+            stale = entry.kind == "cache" and entry.space_key in wanted and entry.file_key not in wanted[entry.space_key]
+            if stale or entry.kind == "temp":
+                entry.path.unlink(missing_ok=True)
+                removed += 1
+            elif entry.kind == "other":
+                log.warning("left alone in store %s: %s is not a cag cache file", self.folder, entry.path)
         for path in self.folder.glob(".tmp-*"):
-            path.unlink(missing_ok=True)
-            removed += 1
+            if path.is_file() and not path.is_symlink():
+                path.unlink(missing_ok=True)
+                removed += 1
         return removed
 
     def space_files(self, space: CacheSpace) -> list[Path]:
         """The chunk cache files one space holds."""
-        return list((self.folder / "caches" / space.key).glob("*/*.safetensors"))
+        return [e.path for e in walk_caches(self.caches_folder, space.key) if e.kind == "cache"]
 
     def space_usage(self, space: CacheSpace) -> tuple[int, int]:
         """(files, bytes) of one space's chunk caches."""
@@ -207,13 +201,23 @@ class Store:
         return len(files), sum(f.stat().st_size for f in files)
 
     def remove_space(self, space: CacheSpace) -> tuple[int, int]:
-        """Delete one cache space (its folder): (files, bytes) freed. Hold `lock()` around it."""
+        """Delete one cache space's files (only files of cag's layout): (files, bytes) freed. Hold
+        `lock()` around it."""
         usage = self.space_usage(space)
         # cache files first, model.json last: a crash half-way leaves a registered, partly empty
         # space, which ask re-fills (translated) or refuses with the ingest command to run (native)
-        for path in self.space_files(space):
-            path.unlink(missing_ok=True)
-        shutil.rmtree(self.folder / "caches" / space.key, ignore_errors=True)
+        entries = list(walk_caches(self.caches_folder, space.key))
+        for entry in sorted(entries, key=lambda e: e.kind == "model"):
+            if entry.kind in ("cache", "temp", "model"):
+                entry.path.unlink(missing_ok=True)
+            else:
+                log.warning("left alone in store %s: %s is not a cag cache file", self.folder, entry.path)
+        folder = self.caches_folder / space.key
+        for shard in sorted(folder.glob("[0-9a-f][0-9a-f]")):
+            if shard.is_dir() and not shard.is_symlink() and not any(shard.iterdir()):
+                shard.rmdir()
+        if folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir()):
+            folder.rmdir()
         return usage
 
     # ---- index ---------------------------------------------------------------------------
@@ -248,7 +252,7 @@ class Store:
 
     # ---- info ----------------------------------------------------------------------------
     def bytes_on_disk(self) -> int:
-        return sum(p.stat().st_size for p in self.folder.rglob("*") if p.is_file())
+        return files_bytes(self.folder)
 
     def info(self) -> dict:
         counts = self.catalog.counts()
@@ -258,4 +262,5 @@ class Store:
             spaces.append({"model": space.model_name, "role": space.role, "files": files, "bytes": size,
                            "fingerprint": space.model_fingerprint[:12]})
         return {"store": str(self.folder), **asdict(self.config), **counts,
+                "catalog_integrity": self.catalog.integrity(),
                 "bytes_on_disk": self.bytes_on_disk(), "cache_spaces": spaces}

@@ -302,6 +302,25 @@ def test_stale_translator_is_refused(trained_store, tiny_models, cag_home):
     assert result.exit_code == 1 and "fingerprint mismatch" in result.output
 
 
+def test_a_translator_relabelled_for_another_pair_is_refused_by_shape(trained_store, tiny_models, cag_home):
+    """The JSON of one translator put beside another's weights, or naming a generator of another
+    shape: a one-line error saying the files do not belong together, not a failure deep inside."""
+    record_path = next((cag_home / "translators").glob("*__mot.json"))
+    record = json.loads(record_path.read_text())
+    ask = ("ask", "Q?", "--store", trained_store, "--model", tiny_models["generator"], "--mode", "translated")
+    shaped = json.loads(json.dumps(record))
+    shaped["spec"]["target"]["geometry"]["num_layers"] += 1  # a generator with one more layer
+    record_path.write_text(json.dumps(shaped))
+    result = invoke(*ask)
+    assert result.exit_code == 1 and "was made for a generator of another shape" in result.output
+    assert "num_layers" in result.output
+    other = json.loads(json.dumps(record))
+    other["spec"]["experts"] += 1  # weights of a 4-expert translator under a 5-expert description
+    record_path.write_text(json.dumps(other))
+    result = invoke(*ask)
+    assert result.exit_code == 1 and "do not fit the translator its JSON describes" in result.output
+
+
 def test_eval_runs_translated_modes_and_adds_modes_to_a_run(trained_store, tiny_models, tmp_path):
     out = tmp_path / "eval"
     base = ["eval", "--dataset", SQUAD5, "--task", "extractive", "--model", tiny_models["generator"],
