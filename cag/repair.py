@@ -83,10 +83,12 @@ def _plan(store: Store, before: CheckReport, report: RepairReport) -> tuple[set,
         if space is not None and space.role == "native":
             also_for.add(space.generator or space.model_name)
     texts_of = _texts_by_key(store, spaces)
-    for problem in before.of_kind("cache"):
+    damaged = before.of_kind("cache")
+    if damaged:
+        report.done.append(f"deleted {len(damaged)} damaged chunk cache file(s)")
+    for problem in damaged:
         Path(problem.path).unlink(missing_ok=True)
         space, text = spaces.get(problem.space), texts_of.get(Path(problem.path).name[:64])
-        report.done.append(f"deleted the damaged chunk cache {problem.path}")
         if space is None or text is None:
             continue
         if space.role == "translated":

@@ -33,13 +33,14 @@ class NativeMode(ContextMode):
 
     def missing(self, store, lm, rows: list) -> str | None:
         space = native_space(store, lm, prompt_layout(lm.tokenizer))
-        absent = len(rows) if space is None else sum(not store.cache_path(space, r.text_sha256).is_file()
-                                                     for r in rows)
+        absent = [r for r in rows if space is None or not store.cache_path(space, r.text_sha256).is_file()]
         if not absent:
             return None
-        return (f"No native caches for {lm.name} in store {store.folder} for {absent} of the {len(rows)} "
-                f"retrieved chunks: run `cag ingest PATH --also-for {lm.name} --store {store.folder}` for "
-                "their documents (`cag store check` lists them), or use --mode direct.")
+        docs = sorted({r.doc_path for r in absent})
+        named = " ".join(docs[:3]) + (" ..." if len(docs) > 3 else "")
+        return (f"No native caches for {lm.name} in store {store.folder} for {len(absent)} of the {len(rows)} "
+                f"retrieved chunks: run `cag ingest {named} --also-for {lm.name} --store {store.folder}`, "
+                "or use --mode direct.")
 
     def build(self, request: ContextRequest) -> BuiltContext:
         space = native_space(request.store, request.lm, request.layout)
