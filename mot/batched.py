@@ -146,21 +146,37 @@ def aligned_inputs(translator, src_keys: list, src_values: list, weights: torch.
 
 
 @torch.no_grad()
+def translate_batch(translator, items: list, dtype: torch.dtype | None = None) -> list[tuple[list, list]]:
+    """Several chunks translated together: `items` are (src_keys, src_values, weights, positions,
+    tokens) per chunk, as `translate_layers` takes them; their tokens go through every layer's maps
+    in one batch (per-token maps: the same result as one chunk at a time). Per chunk: target
+    per-layer K, V (kv_heads_t, T_t, head_dim_t) in float32, on the translator's device."""
+    device = translator.layers[0].k.base.weight.device
+    dtype = dtype or fast_dtype(device)
+    owns, shareds = [], []
+    for src_keys, src_values, weights, positions, tokens in items:
+        own, shared = aligned_inputs(translator, src_keys, src_values, weights, positions, tokens)
+        own = own.to(device)  # (L_t, T_i, F_s) float32
+        if translator.spec.attention_dim:  # attention reads a chunk whole: mixed per chunk
+            if shared is not None:
+                own = torch.cat([own, shared.to(device)[None].expand(own.shape[0], -1, -1)], dim=-1)
+            own, shared = torch.stack([layer.mixed(own[i]) for i, layer in enumerate(translator.layers)]), None
+        owns.append(own)
+        shareds.append(None if shared is None else shared.to(device))
+    sizes = [own.shape[1] for own in owns]
+    shared = None if shareds[0] is None else torch.cat(shareds)  # (N, F_h)
+    k, v = _stacked(translator, dtype)(torch.cat(owns, dim=1), shared)  # (L_t, N, D) each
+    heads = translator.spec.target.geometry["kv_heads"]
+    results = []
+    for k_i, v_i in zip(k.split(sizes, dim=1), v.split(sizes, dim=1)):
+        results.append(([unflatten_heads(k_i[l].float(), heads) for l in range(k_i.shape[0])],
+                        [unflatten_heads(v_i[l].float(), heads) for l in range(v_i.shape[0])]))
+    return results
+
+
 def translate_layers(translator, src_keys: list, src_values: list, weights: torch.Tensor,
                      positions: torch.Tensor | None = None, dtype: torch.dtype | None = None,
                      tokens: torch.Tensor | None = None) -> tuple[list, list]:
     """Target per-layer K, V (kv_heads_t, T_t, head_dim_t) in float32: `Translator.forward` without
     the loop, computed in `dtype` (default: `fast_dtype` of the translator's device)."""
-    device = translator.layers[0].k.base.weight.device
-    dtype = dtype or fast_dtype(device)
-    own, shared = aligned_inputs(translator, src_keys, src_values, weights, positions, tokens)
-    own = own.to(device)  # (L_t, T_t, F_s) float32
-    if translator.spec.attention_dim:
-        if shared is not None:
-            own = torch.cat([own, shared.to(device)[None].expand(own.shape[0], -1, -1)], dim=-1)
-        own, shared = torch.stack([layer.mixed(own[i]) for i, layer in enumerate(translator.layers)]), None
-    k, v = _stacked(translator, dtype)(own, None if shared is None else shared.to(device))
-    heads = translator.spec.target.geometry["kv_heads"]
-    keys = [unflatten_heads(k[i].float(), heads) for i in range(k.shape[0])]
-    values = [unflatten_heads(v[i].float(), heads) for i in range(v.shape[0])]
-    return keys, values
+    return translate_batch(translator, [(src_keys, src_values, weights, positions, tokens)], dtype)[0]

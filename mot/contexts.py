@@ -5,23 +5,22 @@ for window injection, placed in a window of layers while the generator replays t
 import hashlib
 import logging
 import time
-from pathlib import Path
 
 import torch
 
 from cag.errors import CagError
 from cag.kv.assemble import AssembledContext, check_positions, native_prefix_kv
-from cag.kv.chunk_cache import ids_sha256
+from cag.kv.chunk_cache import ids_sha256, tokenize_chunk
 from cag.kv.serde import save_chunk_cache
 from cag.store.spaces import CacheSpace
 from cag.store.store import Store
 from mot.checkpoint import load_translator, paths
 from mot.injection import injection_window, window_cache
 from mot.registry import find_translator
-from mot.translator import translate_chunk
+from mot.translator import translate_chunks
 
 log = logging.getLogger(__name__)
-_LOADED: dict = {}  # (path, weights mtime, record mtime) -> Translator
+_LOADED: dict = {}  # (path, weights mtime, record mtime, device) -> Translator
 
 
 def encoder_space(store: Store) -> CacheSpace:
@@ -39,9 +38,9 @@ def translator_for(store: Store, lm, kind: str, mode: str | None = None):
     if found.path is None:
         raise CagError(f"Cannot answer in mode {mode or kind}: {found.reason}.")
     record = paths(found.path)[1]  # a changed JSON (spec, metrics) makes another translator too
-    key = (str(found.path), found.path.stat().st_mtime_ns, record.stat().st_mtime_ns)
+    key = (str(found.path), found.path.stat().st_mtime_ns, record.stat().st_mtime_ns, str(lm.device))
     if key not in _LOADED:
-        _LOADED[key] = load_translator(found.path)
+        _LOADED[key] = load_translator(found.path).to(lm.device)  # on the generator's device
     return _LOADED[key]
 
 
@@ -56,28 +55,37 @@ def translated_chunks(store: Store, lm, layout, rows: list, kind: str, timings: 
                       keep: bool = True) -> list:
     """Target-space chunk caches for `rows` (assembly order). Rotary generators: translated caches
     are stored in the store and reused (`keep=False`: used when stored, never written);
-    absolute-position generators translate at each chunk's landing offset every time."""
+    absolute-position generators translate at each chunk's landing offset every time. The chunks
+    not stored are translated together, in one batch."""
     translator = translator_for(store, lm, kind)
     source_space = encoder_space(store)
     prefix = list(layout.prefix_ids)
     persist = lm.geometry.is_rotary
     space = translated_space(translator, lm, prefix) if persist else None
-    chunks, pos = [], len(prefix)
-    for row in rows:
+    chunks, pending, starts, pos = [], [], [], len(prefix)
+    for i, row in enumerate(rows):
         path = store.cache_path(space, row.text_sha256) if persist else None
         chunk = _stored_translation(store, space, row, timings) if persist and path.is_file() else None
         if chunk is None:
-            t0 = time.perf_counter()
-            source = store.read_cache(source_space, row)
-            t1 = time.perf_counter()
-            chunk = translate_chunk(translator, source, lm, prefix, position_start=pos)
-            timings["load"] += (t1 - t0) * 1e3
-            timings["translate"] += (time.perf_counter() - t1) * 1e3
+            pending.append(i)
+            starts.append(pos)
+            chunk_tokens = tokenize_chunk(lm.tokenizer, row.text)[0].numel()
+        else:
+            chunk_tokens = chunk.num_tokens
+        chunks.append(chunk)
+        pos += chunk_tokens
+    if pending:
+        t0 = time.perf_counter()
+        sources = [store.read_cache(source_space, rows[i]) for i in pending]
+        t1 = time.perf_counter()
+        made = translate_chunks(translator, sources, lm, prefix, starts)
+        timings["load"] += (t1 - t0) * 1e3
+        timings["translate"] += (time.perf_counter() - t1) * 1e3
+        for i, chunk in zip(pending, made):
+            chunks[i] = chunk
             if persist and keep:
                 store.register_space(space)  # per save: a prune may remove the space meanwhile
-                save_chunk_cache(chunk, Path(path), store.config.cache_dtype)
-        chunks.append(chunk)
-        pos += chunk.num_tokens
+                save_chunk_cache(chunk, store.cache_path(space, rows[i].text_sha256), store.config.cache_dtype)
     return chunks
 
 

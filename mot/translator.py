@@ -20,7 +20,7 @@ from cag.errors import CagError
 from cag.kv.chunk_cache import ChunkCache, chunk_meta, tokenize_chunk
 from cag.models.fingerprint import sha256_hex, tensors_digest
 from mot.alignment import align
-from mot.batched import translate_layers
+from mot.batched import translate_batch
 from mot.chunk_attention import ChunkAttention
 from mot.features import feature_dim, layer_features, position_features, unflatten_heads
 from mot.layer_map import pair_layers
@@ -256,20 +256,39 @@ def check_models(translator: Translator, source_fingerprint: str, target_lm) -> 
                        "a translator for this one.")
 
 
+def translate_chunks(translator: Translator, chunks: list[ChunkCache], target_lm, target_prefix=(),
+                     position_starts: list | None = None) -> list[ChunkCache]:
+    """`chunks` (the encoder's) as chunk caches of `target_lm`, placed after `target_prefix`,
+    translated in one batch on the translator's device. `position_starts`: each chunk's first
+    position (absolute-position generators: where it lands; default: right after the prefix).
+    Computed in the generator's dtype when that is half precision (a GPU), else in bf16 where the
+    CPU multiplies it natively."""
+    prefix = torch.as_tensor(list(target_prefix), dtype=torch.int64)
+    items, parts = [], []
+    for i, chunk in enumerate(chunks):
+        check_models(translator, chunk.meta.model_fingerprint, target_lm)
+        if not chunk.text:
+            raise CagError("This chunk cache holds no text, so it cannot be aligned for translation.")
+        t_ids, t_offsets = tokenize_chunk(target_lm.tokenizer, chunk.text)
+        weights = align(chunk.text, t_offsets, chunk.offsets).weights
+        start = prefix.numel() if position_starts is None else int(position_starts[i])
+        positions = torch.arange(start, start + t_ids.numel())
+        tokens = (token_features(embedding_table(target_lm), t_ids, translator.spec.target_embeddings)
+                  if translator.spec.target_embeddings else None)
+        items.append((chunk.keys, chunk.values, weights, positions, tokens))
+        parts.append((t_ids, t_offsets, start))
+    model_dtype = next(target_lm.model.parameters()).dtype
+    dtype = model_dtype if model_dtype in (torch.bfloat16, torch.float16) else None
+    results = []
+    for chunk, (t_ids, t_offsets, start), (keys, values) in zip(chunks, parts, translate_batch(translator, items, dtype)):
+        meta = chunk_meta(target_lm, start, prefix, chunk.text, chunk.meta.doc_id, chunk.meta.chunk_index)
+        results.append(ChunkCache([k.contiguous() for k in keys], [v.contiguous() for v in values], t_ids,
+                                  t_offsets, meta, chunk.text))
+    return results
+
+
 def translate_chunk(translator: Translator, chunk: ChunkCache, target_lm, target_prefix=(),
                     position_start: int | None = None) -> ChunkCache:
     """`chunk` (the encoder's) as a chunk cache of `target_lm`, placed after `target_prefix`."""
-    check_models(translator, chunk.meta.model_fingerprint, target_lm)
-    if not chunk.text:
-        raise CagError("This chunk cache holds no text, so it cannot be aligned for translation.")
-    t_ids, t_offsets = tokenize_chunk(target_lm.tokenizer, chunk.text)
-    weights = align(chunk.text, t_offsets, chunk.offsets).weights
-    prefix = torch.as_tensor(list(target_prefix), dtype=torch.int64)
-    start = prefix.numel() if position_start is None else int(position_start)
-    positions = torch.arange(start, start + t_ids.numel())
-    tokens = (token_features(embedding_table(target_lm), t_ids, translator.spec.target_embeddings)
-              if translator.spec.target_embeddings else None)
-    keys, values = translate_layers(translator, chunk.keys, chunk.values, weights, positions, tokens=tokens)
-    meta = chunk_meta(target_lm, start, prefix, chunk.text, chunk.meta.doc_id, chunk.meta.chunk_index)
-    return ChunkCache([k.contiguous() for k in keys], [v.contiguous() for v in values], t_ids,
-                      t_offsets, meta, chunk.text)
+    return translate_chunks(translator, [chunk], target_lm, target_prefix,
+                            None if position_start is None else [position_start])[0]

@@ -87,3 +87,32 @@ def test_bfloat16_path_stays_within_its_rounding():
         # bf16 keeps 8 mantissa bits (~0.4% per element); random weights amplify that through
         # cancellation and top-k flips (the shipped translators: normalized squared error ~6e-6)
         assert 0 < relative < 0.15
+
+
+def test_chunks_translated_together_equal_one_at_a_time():
+    """translate_batch sends several chunks' tokens through the maps at once: per-token maps, so
+    the same K/V as translating each alone (absolute positions included); translate_chunks keeps
+    each chunk's tokens, metadata and landing position."""
+    from mot.batched import translate_batch
+    from mot.translator import translate_chunk, translate_chunks
+
+    for family in ("qwen2", "gpt2"):
+        source, target = tiny_lm("llama", seed=1), tiny_lm(family, seed=2)
+        translator = Translator(make_spec("mot", source, target, target_embeddings=2, token_rank=8)).eval()
+        texts = ["Paris is the capital of France.", "Ada Lovelace wrote notes in 1843.", "Mount Elbert is high."]
+        chunks = [prefill_chunk(source, text) for text in texts]
+        starts = [3, 14, 27]
+        items = []
+        for chunk, start in zip(chunks, starts):
+            t_ids, t_offsets = tokenize_chunk(target.tokenizer, chunk.text)
+            items.append((chunk.keys, chunk.values, align(chunk.text, t_offsets, chunk.offsets).weights,
+                          torch.arange(start, start + t_ids.numel()), token_features(embedding_table(target), t_ids, 2)))
+        together = translate_batch(translator, items, torch.float32)
+        for item, (keys, values) in zip(items, together):
+            alone_k, alone_v = translate_layers(translator, *item[:4], torch.float32, tokens=item[4])
+            for a, b in zip(alone_k + alone_v, keys + values):
+                torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+        for chunk, start, made in zip(chunks, starts, translate_chunks(translator, chunks, target, position_starts=starts)):
+            alone = translate_chunk(translator, chunk, target, position_start=start)
+            assert torch.equal(alone.token_ids, made.token_ids) and alone.meta == made.meta
+            assert made.meta.position_start == start
