@@ -47,6 +47,8 @@ def eval_command(
         "--reuse-caches-from", help="Another run folder (or store): chunk caches it holds for the same "
                                     "model, prefix and text are hard-linked instead of prefilled "
                                     "(repeatable).")] = None,
+    cache_dtype: Annotated[str, typer.Option(help="Storage of the run's chunk caches: fp16, bf16, fp32, int8 or "
+                                                  "int4 (part of the run's identity).")] = "fp16",
     keep_translated: Annotated[bool, typer.Option(
         help="Store chunk translations in the run's store: reused by translated-window/-blend and when a "
              "killed run resumes. --no-keep-translated translates every time and stores none (a "
@@ -65,7 +67,7 @@ def eval_command(
                         skip_missing=skip_missing, out=str(out) if out else None,
                         window=parse_layer_window(window), dtype=dtype, device=device, blend=blend,
                         reuse_caches=tuple(reuse_caches_from or ()),
-                        keep_translated=keep_translated)
+                        keep_translated=keep_translated, cache_dtype=cache_dtype)
     with progress_bars() as progress:
         run = run_eval(config, progress)
     typer.echo((run / "report.md").read_text())

@@ -25,7 +25,10 @@ def ingest_command(
     embedder: Annotated[str, typer.Option(help="sentence-transformers model for retrieval.")] = DEFAULT_EMBEDDER,
     faiss_factory: Annotated[str, typer.Option(
         help="FAISS factory string: Flat, IVF<n>,Flat or HNSW32 for large stores.")] = "Flat",
-    cache_dtype: Annotated[str, typer.Option(help="Storage dtype of chunk caches: fp16, bf16, fp32.")] = "fp16",
+    cache_dtype: Annotated[str, typer.Option(help="Storage of chunk caches: fp16, bf16, fp32, or int8 / int4 "
+                                                  "(integer codes with per-group ranges, KIVI-style: keys per "
+                                                  "channel, values per token; about a half / a quarter of "
+                                                  "fp16's bytes).")] = "fp16",
     batch_size: Annotated[int, typer.Option(min=1, help="Chunks per prefill batch.")] = 8,
     reuse_caches_from: Annotated[list[Path] | None, typer.Option(
         "--reuse-caches-from", help="Another store: chunk caches it holds for the same model, prefix "

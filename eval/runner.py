@@ -21,6 +21,7 @@ from cag.errors import CagError
 from cag.faults import fault_point
 from cag.ingest.pipeline import PREFILL_TASK, IngestOptions, ingest
 from cag.kv.blend import check_blend_options
+from cag.kv.serde import check_cache_dtype
 from cag.models import load_model
 from cag.models.loading import parse_dtype, resolve_device, resolve_dtype
 from cag.modes import ModeOptions, get_mode, mode_names
@@ -60,6 +61,7 @@ class EvalConfig:
     blend_select: str = DEFAULT_BLEND_SELECT  # *-blend modes: which tokens (cag.kv.blend.SELECTIONS; others: experiments)
     reuse_caches: tuple = ()  # run folders or stores whose identical chunk caches are linked, not prefilled
     keep_translated: bool = True  # store chunk translations in the run's store (reused by -window/-blend, resume)
+    cache_dtype: str = "fp16"  # storage of the run's chunk caches (fp16, bf16, fp32, int8, int4)
 
 
 def check_modes(config: EvalConfig) -> tuple:
@@ -71,6 +73,7 @@ def check_modes(config: EvalConfig) -> tuple:
     if config.option_score not in ("mean", "sum"):
         raise CagError(f"--option-score must be mean or sum, not {config.option_score!r}.")
     parse_dtype(config.dtype)  # a bad dtype fails before any model work (run_eval resolves "auto")
+    check_cache_dtype(config.cache_dtype)
     check_blend_options(config.blend, config.blend_select)
     return tuple(config.modes)
 
@@ -149,7 +152,7 @@ def _start_or_resume(run: Path, config: dict) -> tuple:
     path = run / "config.json"
     if path.is_file():
         # keys added since a run started take the value it ran with (runs before --dtype were fp32)
-        previous = {"dtype": "fp32", "blend": DEFAULT_BLEND, "blend_select": "deviation",
+        previous = {"dtype": "fp32", "blend": DEFAULT_BLEND, "blend_select": "deviation", "cache_dtype": "fp16",
                     "reuse_caches": [], "keep_translated": True, **json.loads(path.read_text())}
         if previous == config:
             return tuple(config["modes"])
@@ -242,6 +245,7 @@ def _build_store(run: Path, config: EvalConfig, task: str, examples: list, modes
     # the encoder's caches only when a mode reads them (translator modes; native when the generator
     # is the encoder, the same cache space): a direct/native/none run skips that prefill
     options = IngestOptions(encoder=config.encoder, embedder=config.embedder, also_for=also,
+                            cache_dtype=config.cache_dtype,
                             device=config.device, dtype="fp32", also_for_dtype=config.dtype,
                             encoder_caches=_reading(modes, "encoder"),
                             reuse_from=tuple(_store_folder(Path(p)) for p in config.reuse_caches))

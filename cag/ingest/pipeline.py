@@ -23,7 +23,7 @@ from cag.faults import fault_point
 from cag.ingest.chunking import Chunker
 from cag.ingest.reading import UnreadableFile, discover, read_file
 from cag.kv.chunk_cache import ids_sha256, prefill_chunks
-from cag.kv.serde import save_chunk_cache
+from cag.kv.serde import check_cache_dtype, save_chunk_cache
 from cag.models import load_model
 from cag.models.fingerprint import sha256_hex
 from cag.progress import Progress
@@ -105,6 +105,7 @@ def ingest(paths: list, store_dir: Path | None = None, options: IngestOptions = 
     missing = [str(p) for p in roots if not p.exists()]
     if missing:
         raise CagError(f"No such file or folder: {', '.join(missing)}.")
+    check_cache_dtype(options.cache_dtype)
     _check_existing_store(store_dir, options)
     encoder = load_model(options.encoder, options.dtype, options.device)
     embedder = load_embedder(options.embedder)

@@ -83,6 +83,32 @@ def test_other_files_are_refused(tmp_path):
         load_chunk_cache(tmp_path / "missing.safetensors")
 
 
-def test_unknown_dtype_is_refused(chunk, tmp_path):
-    with pytest.raises(CagError, match="fp32, fp16 or bf16"):
+@pytest.mark.parametrize("dtype,bits", [("int8", 8), ("int4", 4)])
+def test_integer_storage_round_trips_within_its_steps_and_is_smaller(chunk, tmp_path, dtype, bits):
+    """int8 / int4 (KIVI-style): every key within half a step of its channel group's range, every
+    value within half a step of its token group's; at a real model's shapes (2 heads x 64, 256
+    tokens) the codes and ranges take a half / a bit over a quarter of fp16's bytes (the ranges cost
+    4 bytes per 128 values)."""
+    from cag.kv.quantize import GROUP, quantize
+    path = tmp_path / f"c-{dtype}.safetensors"
+    written = save_chunk_cache(chunk, path, dtype=dtype)
+    loaded = load_chunk_cache(path)
+    assert loaded.meta == chunk.meta and torch.equal(loaded.token_ids, chunk.token_ids) and loaded.text == TEXT
+    for original, got, axes in [(k, g, (1,)) for k, g in zip(chunk.keys, loaded.keys)] + \
+                               [(v, g, (0, 2)) for v, g in zip(chunk.values, loaded.values)]:
+        # keys: one range per channel over the tokens; values: one per token over all heads' channels
+        assert got.dtype == torch.float16 and got.shape == original.shape
+        span = original.float().amax(axes, keepdim=True) - original.float().amin(axes, keepdim=True)
+        step = span / (2 ** bits - 1)  # the group's step (the test chunk fits one group of GROUP)
+        assert all(original.shape[a] for a in axes) and original.shape[1] <= GROUP
+        assert bool(((got.float() - original.float()).abs() <= step * 0.5 + 1e-2 * span + 1e-3).all())
+    x = torch.randn(2, 256, 64)
+    stored = sum(t.numel() * t.element_size() for per in ("channel", "token")
+                 for t in quantize(x, dtype, per).values())
+    ratio = stored / (2 * x.numel() * 2)  # two tensors (K and V) in fp16
+    assert ratio == pytest.approx(0.5 + 1 / 64 if bits == 8 else 0.25 + 1 / 64, abs=1e-3)
+
+
+def test_unknown_cache_dtype_is_refused(chunk, tmp_path):
+    with pytest.raises(CagError, match="Unknown cache dtype 'int3'"):
         save_chunk_cache(chunk, tmp_path / "c.safetensors", dtype="int3")
