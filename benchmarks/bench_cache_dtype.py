@@ -1,0 +1,103 @@
+"""Compressed chunk caches against fp16, side by side in one run: the same questions answered from
+stores whose chunk caches are fp16, int8 and int4 (`cag eval --cache-dtype`), in the modes that
+read stored caches (native: the generator's own; translated: the encoder's, through the MoT
+translator), with the generator reading the text (direct) as every run's reference.
+
+Per storage dtype and mode: score, retention against the same mode from fp16 caches (paired
+bootstrap 95% interval over the questions), bytes stored per context token, and the mean time to
+read a context's chunk caches (`load`).
+
+Usage: python benchmarks/bench_cache_dtype.py [--dataset squad] [--limit 100] [--dtype bf16]
+           [--context-budget N] [--out records/cache_dtype-DATASET.json]
+Run folders go to runs/cache-dtype-DATASET-DTYPE/ (resumable: a killed run continues).
+"""
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from eval.metrics import bootstrap_ratio_ci
+
+ROOT = Path(__file__).resolve().parents[1]
+DTYPES = ("fp16", "int8", "int4")
+MODES = ("native", "translated")
+
+
+def run_eval(args, cache_dtype: str, run: Path) -> None:
+    command = [sys.executable, "-m", "cli", "eval", "--dataset", args.dataset, "--limit", str(args.limit),
+               "--model", args.model, "--encoder", args.encoder, "--modes", ",".join(("direct",) + MODES),
+               "--dtype", args.dtype, "--cache-dtype", cache_dtype, "--out", str(run)]
+    if args.context_budget:
+        command += ["--context-budget", str(args.context_budget)]
+    print("$ " + " ".join(command[2:]), flush=True)
+    subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+
+
+def share_direct(source: Path, run: Path) -> None:
+    """Direct answers read the text, whatever the caches' storage: the fp16 run's are copied into
+    the other runs before they start, so they are made once (eval skips records it holds)."""
+    if (run / "predictions.jsonl").is_file():
+        return
+    run.mkdir(parents=True, exist_ok=True)
+    lines = [line for line in (source / "predictions.jsonl").read_text().splitlines()
+             if json.loads(line)["mode"] == "direct"]
+    (run / "predictions.jsonl").write_text("".join(line + "\n" for line in lines))
+
+
+def records(run: Path) -> dict:
+    """(id, mode) -> prediction record."""
+    return {(r["id"], r["mode"]): r for r in map(json.loads, (run / "predictions.jsonl").read_text().splitlines())}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", default="squad")
+    parser.add_argument("--limit", type=int, default=100)
+    parser.add_argument("--model", default="qwen2.5-coder-0.5b")
+    parser.add_argument("--encoder", default="smollm2-135m")
+    parser.add_argument("--dtype", default="bf16", help="the generator's compute dtype")
+    parser.add_argument("--context-budget", type=int, default=None, help="multi_doc: tokens of paragraphs")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    tag = f"{args.dataset}{'-budget' + str(args.context_budget) if args.context_budget else ''}"
+    runs = {d: ROOT / "runs" / f"cache-dtype-{tag}-{d}" for d in DTYPES}
+    started = time.perf_counter()
+    for dtype in DTYPES:
+        if dtype != "fp16":
+            share_direct(runs["fp16"], runs[dtype])
+        run_eval(args, dtype, runs[dtype])
+    held = {d: records(runs[d]) for d in DTYPES}
+    ids = sorted({i for (i, m) in held["fp16"] if m == "direct"})
+    result = {"date": time.strftime("%Y-%m-%d"), "dataset": args.dataset, "context_budget": args.context_budget,
+              "questions": len(ids), "model": args.model, "encoder": args.encoder, "compute_dtype": args.dtype,
+              "runs": {d: str(runs[d].relative_to(ROOT)) for d in DTYPES}, "modes": {}}
+    for dtype in DTYPES:
+        metrics = json.loads((runs[dtype] / "metrics.json").read_text())
+        for mode in MODES:
+            rows = [held[dtype][(i, mode)] for i in ids]
+            base = [held["fp16"][(i, mode)]["score"] for i in ids]
+            ratio, low, high = bootstrap_ratio_ci([r["score"] for r in rows], base)
+            result["modes"][f"{mode} {dtype}"] = {
+                "score": round(statistics.fmean(r["score"] for r in rows), 2),
+                "retention_vs_direct": metrics["modes"][mode]["retention"],
+                "retention_vs_fp16": round(ratio, 3), "retention_vs_fp16_ci95": [round(low, 3), round(high, 3)],
+                "same_answer_as_fp16": sum(r["prediction"] == held["fp16"][(i, mode)]["prediction"]
+                                           for i, r in zip(ids, rows)),
+                "bytes_per_context_token": metrics["modes"][mode]["bytes_stored_per_context_token"],
+                "load_ms_mean": round(statistics.fmean(r["timings_ms"].get("load", 0.0) for r in rows), 1)}
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    out = args.out or ROOT / "records" / f"cache_dtype-{tag}.json"
+    out.write_text(json.dumps(result, indent=2))
+    print(f"{'mode':20} {'score':>6} {'vs fp16 [95% CI]':>24} {'same':>5} {'bytes/token':>12} {'load ms':>8}")
+    for name, m in result["modes"].items():
+        ci = m["retention_vs_fp16_ci95"]
+        print(f"{name:20} {m['score']:>6} {m['retention_vs_fp16']:>8} [{ci[0]}, {ci[1]}] {m['same_answer_as_fp16']:>5} "
+              f"{m['bytes_per_context_token']!s:>12} {m['load_ms_mean']:>8}")
+
+
+if __name__ == "__main__":
+    main()
