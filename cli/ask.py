@@ -56,6 +56,7 @@ def ask_command(
         typer.echo(json.dumps(result.to_dict(), ensure_ascii=False))
         return
     sys.stdout.write("\n")
+    sys.stdout.flush()  # the answer line ends before the summary goes to stderr
     for note in result.notes:
         typer.echo(f"note: {note}", err=True)
     t = result.timings_ms
