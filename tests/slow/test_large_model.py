@@ -35,3 +35,25 @@ def test_the_large_generator_answers_from_its_cache_and_from_the_text(real_cag_h
     assert item["answers"][0] in cached.text and cached.text == direct.text
     again = load_model(NAME)  # the converted folder reloads in seconds
     assert again.fingerprint == lm.fingerprint and again.load_seconds < 30
+
+
+def test_the_homogeneous_pair_aligns_as_the_identity(real_cag_home, monkeypatch):
+    """qwen2.5-coder-0.5b and -1.5b share their tokenizer: every 1.5B token reads exactly the 0.5B
+    token at its place, so a translator between them learns no alignment."""
+    import torch
+    from transformers import PreTrainedTokenizerFast
+
+    from cag.kv.chunk_cache import tokenize_chunk
+    from cag.models.convert import converted_for
+    from cag.models.packaged import gguf_path
+    from mot.alignment import align
+
+    monkeypatch.setenv("CAG_HOME", real_cag_home)
+    small, large = (PreTrainedTokenizerFast.from_pretrained(converted_for(n, lambda n=n: gguf_path(n)))
+                    for n in ("qwen2.5-coder-0.5b", NAME))
+    assert small.get_vocab() == large.get_vocab()
+    text = demo_data()["passage"] + "\n  Tabs\tand “quotes”, naïve café, 東京 and 1,234.5."
+    (s_ids, s_off), (l_ids, l_off) = tokenize_chunk(small, text), tokenize_chunk(large, text)
+    assert torch.equal(s_ids, l_ids)
+    alignment = align(text, l_off, s_off)
+    assert torch.equal(alignment.weights, torch.eye(len(l_ids))) and alignment.nearest == 0
