@@ -9,7 +9,10 @@
   alternating repeats, and their ratios (the x axis of the quality/speed frontier,
   benchmarks/plot_frontier.py);
 - translation cost: translating the retrieved chunks against the generator prefilling the same
-  tokens (target: 5% or less).
+  tokens (target: 5% or less);
+- with `--readers`: the reader modes (native+reader, translated+reader, translated-blend+reader at
+  each share) with the installed reader adapters (`cag train-reader`), to show what reading the
+  question and answer through a LoRA costs.
 
 Usage: python benchmarks/bench_translated_speed.py [--generator qwen2.5-coder-0.5b] [--repeats 3]
 Needs an installed MoT translator from the encoder to the generator (`cag train`).
@@ -56,6 +59,8 @@ def main() -> None:
     parser.add_argument("--blends", default="0.15,0.3,0.5", help="shares of context tokens recomputed")
     parser.add_argument("--selects", default="query", help="blend token selections (query, or those of "
                         "experiments/blend_selections.py)")
+    parser.add_argument("--readers", action="store_true", help="also time the reader modes (installed "
+                        "reader adapters needed)")
     parser.add_argument("--out", type=Path, default=None, help="result file (default records/"
                         "translated_speed-GENERATOR.json)")
     args = parser.parse_args()
@@ -76,6 +81,9 @@ def main() -> None:
         labels += [f"translated-blend@{tag(f, s)} ({how})" for s in selects for f in blends
                    for how in ("translating", "stored")]  # stored: the translations the one before kept
         labels += [f"native-blend@{tag(f, s)}" for s in selects for f in blends]
+        if args.readers:
+            labels += ["native+reader", "translated+reader (translating)", "translated+reader (stored)"]
+            labels += [f"translated-blend+reader@{tag(f, s)} (stored)" for s in selects for f in blends]
         times = {label: [] for label in labels}
         answers, contexts = {}, {}
         for _ in range(args.repeats):
