@@ -40,6 +40,10 @@ def train_reader_command(
     cloze: Annotated[int, typer.Option(min=0, help="Cloze questions per window.")] = D.cloze,
     generated: Annotated[int, typer.Option(min=0, help="Questions the generator writes per window.")] = D.generated,
     answer_tokens: Annotated[int, typer.Option(min=1, help="Most tokens of the teacher's answer.")] = D.answer_tokens,
+    adapter: Annotated[str, typer.Option(help="lora: a LoRA on the generator, on for the question and answer; "
+                                              "links: learned tokens after every chunk, computed by the "
+                                              "unchanged generator at ask time (modes *+links).")] = D.adapter,
+    link_tokens: Annotated[int, typer.Option(min=1, help="--adapter links: tokens after every chunk.")] = D.link_tokens,
     rank: Annotated[int, typer.Option(min=1, help="LoRA rank.")] = D.rank,
     alpha: Annotated[float, typer.Option(help="LoRA alpha (scale alpha / rank).")] = D.alpha,
     targets: Annotated[str, typer.Option(help="Layers adapted: attention or attention+mlp.")] = D.targets,
@@ -71,7 +75,7 @@ def train_reader_command(
                        heldout_corpus=tuple(map(str, heldout)) if heldout else D.heldout_corpus,
                        windows=windows, heldout_windows=heldout_windows, chunk_tokens=chunk_tokens,
                        chunk_counts=_counts(chunk_counts), max_context_tokens=max_context_tokens, cloze=cloze,
-                       generated=generated, answer_tokens=answer_tokens, rank=rank, alpha=alpha, targets=targets,
+                       generated=generated, answer_tokens=answer_tokens, adapter=adapter, link_tokens=link_tokens, rank=rank, alpha=alpha, targets=targets,
                        steps=steps, batch=batch, lr=lr, eval_every=eval_every, checkpoint_every=checkpoint_every,
                        seed=seed, dtype=dtype, weights_dtype=weights_dtype, device=device)
     with progress_bars() as progress:
@@ -80,7 +84,8 @@ def train_reader_command(
     record = read_record(checkpoint)
     spec = record["spec"]
     if install:
-        typer.echo(f"Installed {install_reader(checkpoint, file_stem(spec['generator'], spec['reads_name']))}")
+        stem = file_stem(spec["generator"], spec["reads_name"], spec.get("kind", "lora"))
+        typer.echo(f"Installed {install_reader(checkpoint, stem)}")
     held = spec["metrics"]["heldout"]
     typer.echo(f"Reader adapter {checkpoint} ({record['parameters']:,} parameters) for {spec['generator']} reading "
                f"{spec['reads_name']}: held-out KL {held['without_adapter']['kl']} -> {held['with_adapter']['kl']}, "

@@ -7,18 +7,21 @@ paired difference; `ask --mode auto` reads them (cag.modes.reader.native_choice,
 import json
 from pathlib import Path
 
-from cag.modes import READER_SUFFIX, get_mode
+from cag.modes import ReaderMode, get_mode
 
 
-def reader_qa_results(run: Path, reads: str, run_name: str | None = None) -> dict:
-    """metrics key ("qa" / "qa_blend") -> the record of the reader modes in `run` reading `reads`
-    ("native" or "encoder" caches, cag.modes.ContextMode.reads)."""
+def reader_qa_results(run: Path, reads: str, run_name: str | None = None, kind: str = "lora") -> dict:
+    """metrics key ("qa" / "qa_blend") -> the record of the `kind` reader modes in `run` reading
+    `reads` ("native" or "encoder" caches, cag.modes.ContextMode.reads)."""
     config = json.loads((run / "config.json").read_text())
     metrics = json.loads((run / "metrics.json").read_text())
     held, results = metrics["modes"], {}
     for mode, scores in held.items():
-        base = mode[:-len(READER_SUFFIX)]
-        if not mode.endswith(READER_SUFFIX) or base not in held or get_mode(mode).reads != reads:
+        reader = get_mode(mode)
+        if not isinstance(reader, ReaderMode) or reader.kind != kind or reader.reads != reads:
+            continue
+        base = reader.base_name
+        if base not in held:
             continue
         score = "f1" if "f1" in scores else "accuracy"
         record = {"dataset": config["dataset"], "questions": metrics["examples"], "seed": config["seed"],

@@ -5,7 +5,7 @@ import statistics
 from pathlib import Path
 
 from cag.atomic import atomic_write_text
-from cag.modes import READER_SUFFIX
+from cag.modes import ReaderMode, get_mode
 from cag.modes import modes as all_modes
 from eval.metrics import bootstrap_difference_ci, bootstrap_ratio_ci
 
@@ -54,12 +54,11 @@ def summarize(task: str, modes: tuple, records: dict, bytes_per_token: dict) -> 
 def paired_differences(modes: tuple, records: dict) -> dict:
     """Score differences on the same examples, with bootstrap CIs: every pair of translator modes in
     the run ("translated - single" etc.), and each reader mode against its base mode
-    ("native+reader - native")."""
+    ("native+reader - native", "native+links - native")."""
     present = [m for m in translator_modes() if m in modes]
     pairs = [(first, second) for i, first in enumerate(present) for second in present[i + 1:]]
-    pairs += [(m, m[:-len(READER_SUFFIX)]) for m in modes
-              if m.endswith(READER_SUFFIX) and m[:-len(READER_SUFFIX)] in modes
-              and (m[:-len(READER_SUFFIX)], m) not in pairs and (m, m[:-len(READER_SUFFIX)]) not in pairs]
+    readers = [(m, get_mode(m).base_name) for m in modes if isinstance(get_mode(m), ReaderMode)]
+    pairs += [(m, base) for m, base in readers if base in modes and (base, m) not in pairs and (m, base) not in pairs]
     result = {}
     for first, second in pairs:
         scores = {r["id"]: r["score"] for r in records[second]}

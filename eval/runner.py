@@ -23,7 +23,7 @@ from cag.ingest.pipeline import PREFILL_TASK, IngestOptions, ingest
 from cag.kv.blend import check_blend_options
 from cag.models import load_model
 from cag.models.loading import parse_dtype, resolve_device, resolve_dtype
-from cag.modes import READER_SUFFIX, ModeOptions, get_mode, mode_names
+from cag.modes import ModeOptions, ReaderMode, get_mode, mode_names
 from cag.progress import Progress
 from cag.prompt import prompt_layout
 from cag.retrieval import load_embedder
@@ -107,7 +107,7 @@ def check_readers(config: EvalConfig, modes: tuple) -> tuple:
     """Reader modes whose reader adapter is installed for what they read; a missing one is an
     error, or skipped under --skip-missing (models are loaded only when a reader mode is asked)."""
     kept = []
-    wanted = [m for m in modes if m.endswith(READER_SUFFIX)]
+    wanted = [m for m in modes if isinstance(get_mode(m), ReaderMode)]
     generator = load_model(config.model, config.dtype, config.device) if wanted else None
     encoder = load_model(config.encoder, device=config.device) if any(
         get_mode(m).reads == "encoder" for m in wanted) else None
@@ -120,7 +120,7 @@ def check_readers(config: EvalConfig, modes: tuple) -> tuple:
                 reads = (found.record.get("fingerprint", ""), reads_name(encoder.name, generator.name, kind))
             else:
                 reads = (NATIVE, NATIVE)
-            found_reader = find_reader(*reads[:1], generator.fingerprint, reads[1], generator.name)
+            found_reader = find_reader(reads[0], generator.fingerprint, reads[1], generator.name, get_mode(mode).kind)
             reason = found_reader.reason if found_reader.path is None else None
         if reason:
             if not config.skip_missing:

@@ -9,6 +9,7 @@ in pyproject.toml, so cag never imports mot):
     translated+reader, translated-blend+reader
                        the same contexts, read through the reader adapter trained for the MoT
                        translator's caches (cag.readers; on the question and answer only)
+    translated+links   translated, with the learned link tokens trained for that translator's caches
 
 `translated` also offers itself to `--mode auto`: the fastest of full translation and the recorded
 blend setting, with or without the reader adapter, whose recorded QA retention clears the threshold.
@@ -18,7 +19,7 @@ import time
 
 from cag.kv.assemble import assemble
 from cag.kv.blend import SELECTIONS
-from cag.modes import READER_SUFFIX, AutoOffer, BlendMode, BuiltContext, ContextMode, ContextRequest, ReaderMode, register
+from cag.modes import LINKS_SUFFIX, READER_SUFFIX, AutoOffer, BlendMode, BuiltContext, ContextMode, ContextRequest, ReaderMode, register
 from cag.readers import find_reader
 from mot.contexts import translated_chunks, translator_for, window_context
 from mot.registry import find_translator
@@ -119,5 +120,6 @@ def register_modes() -> None:
                             "the generator replaying the context for the others (a prefill's cost)"),
                  BlendMode("translated-blend", "translated"),
                  ReaderMode("translated" + READER_SUFFIX, "translated"),
-                 ReaderMode("translated-blend" + READER_SUFFIX, "translated-blend")):
+                 ReaderMode("translated-blend" + READER_SUFFIX, "translated-blend"),
+                 ReaderMode("translated" + LINKS_SUFFIX, "translated", "links")):
         register(mode)

@@ -12,6 +12,7 @@ from cag.readers import ATTENTION, MLP
 from mot.train_config import DEFAULT_CORPUS, DEFAULT_HELDOUT
 
 READS = ("native", "translated")
+ADAPTERS = ("lora", "links")
 TARGETS = {"attention": ATTENTION, "attention+mlp": ATTENTION + MLP}
 
 
@@ -34,6 +35,8 @@ class ReaderConfig:
     generated: int = 1  # questions the generator writes about the window's target chunk
     answer_tokens: int = 10
     teacher_top_k: int = 32
+    adapter: str = "lora"  # lora: a LoRA on the question and answer | links: learned tokens after every chunk
+    link_tokens: int = 4  # adapter links: tokens after every chunk
     rank: int = 16
     alpha: float = 32.0
     targets: str = "attention+mlp"  # attention | attention+mlp
@@ -57,6 +60,10 @@ def check(cfg: ReaderConfig) -> None:
     """Refuse bad settings before any model work."""
     if cfg.reads not in READS:
         raise CagError(f"Unknown --reads {cfg.reads!r}; choose {' or '.join(READS)}.")
+    if cfg.adapter not in ADAPTERS:
+        raise CagError(f"Unknown --adapter {cfg.adapter!r}; choose {' or '.join(ADAPTERS)}.")
+    if cfg.adapter == "links" and cfg.link_tokens < 1:
+        raise CagError("--link-tokens must be at least 1 for --adapter links.")
     if cfg.targets not in TARGETS:
         raise CagError(f"Unknown --targets {cfg.targets!r}; choose {' or '.join(TARGETS)}.")
     if cfg.steps < 0 or cfg.windows < 1 or cfg.batch < 1 or cfg.rank < 1 or cfg.heldout_windows < 1:
@@ -73,6 +80,7 @@ def check(cfg: ReaderConfig) -> None:
 
 def resolve(cfg: ReaderConfig) -> ReaderConfig:
     clean = "".join(c if c.isalnum() or c in ".-" else "_" for c in Path(cfg.generator).name)
-    return replace(cfg, out=cfg.out or str(Path("runs") / f"train-reader-{clean}-{cfg.reads}"),
+    kind = "" if cfg.adapter == "lora" else f"-{cfg.adapter}"
+    return replace(cfg, out=cfg.out or str(Path("runs") / f"train-reader-{clean}-{cfg.reads}{kind}"),
                    chunk_counts=tuple(cfg.chunk_counts), corpus=tuple(cfg.corpus),
                    heldout_corpus=tuple(cfg.heldout_corpus))

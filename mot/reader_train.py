@@ -34,13 +34,13 @@ from cag.kv.chunk_cache import run_prefill
 from cag.models import load_model
 from cag.progress import Progress
 from cag.prompt import prompt_layout
-from cag.readers import NATIVE, ReaderSpec, inject, lora_parameters, lora_state, lora_targets, reading, save_reader
+from cag.readers import NATIVE, ReaderSpec, save_reader
 from mot.checkpoint import load_translator
 from mot.data import read_paragraphs
-from mot.injection import full_cache
 from mot.losses import top1_agreement, topk_kl
 from mot.modes import reads_name
-from mot.reader_config import TARGETS, ReaderConfig, check, resolve
+from mot.reader_adapters import under_training
+from mot.reader_config import ReaderConfig, check, resolve
 from mot.reader_data import (load_context, load_prepared, native_context, prepare_reader_window, save_context,
                              save_prepared, translated_context)
 from mot.reader_windows import corpus_chunks, make_reader_windows
@@ -49,7 +49,6 @@ from mot.run_folder import append_record, claim, drop_records_after, lr_at, trai
 
 log = logging.getLogger(__name__)
 TRAINING_TASK = "training"
-ADAPTER = "reader_in_training"  # the adapter's name while it trains (a module name: not "training")
 
 
 class Sources:
@@ -108,13 +107,10 @@ def train_reader(cfg: ReaderConfig, progress: Progress | None = None) -> Path:
     prepare_seconds = time.perf_counter() - began
     prefix = list(src.layout.prefix_ids)
     prefix_kv = run_prefill(lm.model, torch.tensor(prefix), torch.arange(len(prefix))) if prefix else None
-    targets = lora_targets(lm.model, TARGETS[cfg.targets])
-    inject(lm, ADAPTER, cfg.rank, cfg.alpha, targets)
-    params = lora_parameters(lm, ADAPTER)
-    for p in params:
-        p.requires_grad_(True)
+    adapter = under_training(lm, cfg)
+    params = adapter.params
     metrics_path = run / "metrics.jsonl"
-    trainer = _Trainer(lm, prefix_kv, len(prefix), cfg)
+    trainer = _Trainer(lm, prefix_kv, len(prefix), cfg, adapter)
     if not _has_event(metrics_path, "baseline"):
         append_record(metrics_path, {"event": "baseline", **trainer.evaluate(heldout, adapter=False)})
     if cfg.steps > 0:
@@ -123,7 +119,7 @@ def train_reader(cfg: ReaderConfig, progress: Progress | None = None) -> Path:
     baseline = next(json.loads(l) for l in metrics_path.read_text().splitlines() if '"baseline"' in l)
     append_record(metrics_path, {"event": "final", **final})
     reads, name = src.reads()
-    spec = ReaderSpec(reads, name, lm.name, lm.fingerprint, cfg.rank, cfg.alpha, targets,
+    spec = ReaderSpec(reads, name, lm.name, lm.fingerprint, **adapter.spec_fields,
                       training={**cfg.to_json(), "examples": sum(len(w.questions) for w, _ in train_set),
                                 "train_seconds": round(train_seconds(metrics_path), 1),
                                 "prepare_seconds_this_session": round(prepare_seconds, 1),
@@ -132,7 +128,7 @@ def train_reader(cfg: ReaderConfig, progress: Progress | None = None) -> Path:
                                                             if "lora_" not in n)},
                       metrics={"heldout": {"without_adapter": {k: baseline[k] for k in ("kl", "top1", "questions")},
                                            "with_adapter": final}})
-    save_reader(spec, lora_state(lm, ADAPTER), run / "reader", cfg.weights_dtype)
+    save_reader(spec, adapter.weights(), run / "reader", cfg.weights_dtype)
     return run
 
 
@@ -178,19 +174,18 @@ def _prepared(folder: Path, corpus: tuple, count: int, cfg: ReaderConfig, src: S
 
 
 class _Trainer:
-    def __init__(self, lm, prefix_kv, prefix_len: int, cfg: ReaderConfig):
-        self.lm, self.prefix_kv, self.prefix_len, self.cfg = lm, prefix_kv, prefix_len, cfg
+    def __init__(self, lm, prefix_kv, prefix_len: int, cfg: ReaderConfig, adapter):
+        self.lm, self.prefix_kv, self.prefix_len, self.cfg, self.adapter = lm, prefix_kv, prefix_len, cfg, adapter
         self.dtype = next(lm.model.parameters()).dtype
 
-    def losses(self, keys: list, values: list, question) -> tuple[torch.Tensor, torch.Tensor]:
-        """(KL, top-1 agreement) of the generator reading the stored context then `question`'s
-        continuation, against the teacher on the answer tokens."""
+    def losses(self, keys: list, values: list, lengths: list, question, on: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        """(KL, top-1 agreement) of the generator reading the stored context (chunks of `lengths`)
+        then `question`'s continuation, adapter `on` or off, against the teacher on the answer tokens."""
         lm, device = self.lm, self.lm.device
-        cache = full_cache(lm, self.prefix_kv, [k.to(device, self.dtype) for k in keys],
-                           [v.to(device, self.dtype) for v in values], self.prefix_len)
+        cache, start = self.adapter.cache(self.prefix_kv, self.prefix_len, [k.to(device, self.dtype) for k in keys],
+                                          [v.to(device, self.dtype) for v in values], lengths, on)
         answer = question.answer_ids
         ids = torch.cat([question.question_ids, answer[:-1]])
-        start = self.prefix_len + keys[0].shape[1]
         positions = torch.arange(start, start + ids.numel(), device=device)[None]
         hidden = lm.model.get_decoder()(input_ids=ids[None].to(device), position_ids=positions, cache=cache,
                                         use_cache=True).last_hidden_state
@@ -207,11 +202,11 @@ class _Trainer:
         """Held-out means over every question: KL and top-1 agreement with the teacher."""
         kl = top1 = 0.0
         count = 0
-        with reading(self.lm, ADAPTER if adapter else None):
+        with self.adapter.switch(adapter):
             for prepared, context in windows:
                 keys, values = load_context(context)
                 for q in prepared.questions:
-                    k, t = self.losses(keys, values, q)
+                    k, t = self.losses(keys, values, _lengths(prepared), q, adapter)
                     kl, top1, count = kl + float(k), top1 + float(t), count + 1
         return {"kl": round(kl / max(count, 1), 5), "top1": round(top1 / max(count, 1), 5), "questions": count}
 
@@ -230,10 +225,10 @@ class _Trainer:
             began = time.perf_counter()
             optimizer.zero_grad(set_to_none=True)
             kl_sum = top1_sum = 0.0
-            with reading(self.lm, ADAPTER):
-                for _, context, q in rng.sample(examples, min(cfg.batch, len(examples))):
+            with self.adapter.switch(True):
+                for prepared, context, q in rng.sample(examples, min(cfg.batch, len(examples))):
                     keys, values = load_context(context)
-                    kl, top1 = self.losses(keys, values, q)
+                    kl, top1 = self.losses(keys, values, _lengths(prepared), q, True)
                     (kl / cfg.batch).backward()
                     kl_sum, top1_sum = kl_sum + float(kl.detach()), top1_sum + float(top1)
             torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -250,6 +245,10 @@ class _Trainer:
                 _save_state(run, params, optimizer, step)
                 fault_point("reader_checkpoint")
             progress.advance(TRAINING_TASK, 1, kl=record["kl"])
+
+
+def _lengths(prepared) -> list:
+    return [ids.numel() for ids in prepared.chunk_ids]
 
 
 def _save_state(run: Path, params: list, optimizer, step: int) -> None:

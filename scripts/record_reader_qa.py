@@ -25,7 +25,7 @@ def main() -> None:
     spec = read_record(args.reader)["spec"]
     reads = "native" if spec["reads"] == NATIVE else "encoder"
     name = str(args.run.resolve().relative_to(ROOT)) if args.run.resolve().is_relative_to(ROOT) else str(args.run)
-    results = reader_qa_results(args.run, reads, name)
+    results = reader_qa_results(args.run, reads, name, spec.get("kind", "lora"))
     if not results:
         sys.exit(f"{args.run} holds no reader mode reading {reads} caches beside its base mode.")
     for key, result in results.items():

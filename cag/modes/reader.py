@@ -1,33 +1,41 @@
 """Reader modes: another mode's context, read by the generator through the reader adapter trained
 for what that mode reads (cag.readers): `native+reader` (its own independently prefilled chunks),
-and from mot `translated+reader`, `translated-blend+reader`.
+and from mot `translated+reader`, `translated-blend+reader` (LoRA readers); `native+links` and
+`translated+links` (link-token readers).
 
 The context is built exactly as the base mode builds it (the same stored or translated caches, the
-same blend); only the question and the answer are computed with the adapter on. A mode without an
-installed reader for its (what it reads, generator) pair refuses with the command that trains one.
+same blend). A LoRA reader is switched on for the question and the answer only; a links reader
+adds its learned tokens after every chunk, computed by the unchanged generator before the
+question. A mode without an installed reader of its kind for its (what it reads, generator) pair
+refuses with the command that trains one.
 `--mode auto` uses a reader mode where the retention recorded with the adapter says it helps
 (`native_choice` here; the translated gate in mot/modes.py).
 """
 
 import logging
+import time
 from dataclasses import replace
 
 from cag.errors import CagError
 from cag.modes.base import BuiltContext, ContextMode, ContextRequest
 from cag.modes.registry import get_mode, mode_names
 from cag.readers import attach, find_reader, load_reader
+from cag.readers.links import with_links
+from cag.readers.lora import check_generator
 
 log = logging.getLogger(__name__)
 SUFFIX = "+reader"
+LINKS_SUFFIX = "+links"
 _LOADED: dict = {}  # (weights path, weights mtime, record mtime) -> Reader
 
 
 class ReaderMode(ContextMode):
     """`name` = the `base` mode's context, read with the reader adapter trained for it."""
 
-    def __init__(self, name: str, base: str):
-        self.name, self.base_name = name, base
-        self.help = f"{base}, read through the reader adapter trained for it (`cag train-reader`)"
+    def __init__(self, name: str, base: str, kind: str = "lora"):
+        self.name, self.base_name, self.kind = name, base, kind
+        self.help = (f"{base}, read through the reader adapter trained for it (`cag train-reader`)" if kind == "lora"
+                     else f"{base}, with learned link tokens after every chunk (`cag train-reader --adapter links`)")
 
     @property
     def base(self) -> ContextMode:
@@ -65,18 +73,28 @@ class ReaderMode(ContextMode):
 
     def _found(self, store, lm):
         reads, reads_name = self.base.reader_identity(store, lm)
-        return find_reader(reads, lm.fingerprint, reads_name, lm.name)
+        return find_reader(reads, lm.fingerprint, reads_name, lm.name, self.kind)
 
-    def adapter(self, store, lm) -> str:
-        """The reader adapter for this mode's context and `lm`, attached to `lm` (switched off)."""
+    def adapter(self, store, lm):
+        """The reader for this mode's context and `lm` (a LoRA one attached to `lm`, switched off)."""
         found = self._found(store, lm)
         if found.path is None:
             raise CagError(f"Cannot answer in mode {self.name}: {found.reason}.")
-        return attach(lm, loaded_reader(found.path))
+        reader = loaded_reader(found.path)
+        if reader.spec.kind == "lora":
+            attach(lm, reader)
+        return reader
 
     def build(self, request: ContextRequest) -> BuiltContext:
-        name = self.adapter(request.store, request.lm)
-        return replace(self.base.build(request), reader=name)
+        reader = self.adapter(request.store, request.lm)
+        built = self.base.build(request)
+        if reader.spec.kind == "lora":
+            return replace(built, reader=reader.adapter_name)
+        check_generator(request.lm, reader)
+        start = time.perf_counter()
+        context = with_links(request.lm, built.context, reader.weights["links"]) if built.context else None
+        request.timings["links"] = (time.perf_counter() - start) * 1e3
+        return replace(built, context=context)
 
 
 def loaded_reader(path):

@@ -1,12 +1,16 @@
 """Reader adapter checkpoints: what a reader is, and its files.
 
-A reader adapter is a small LoRA on a generator, trained to read one kind of stored context: the
-generator's own independently prefilled chunks (`reads` = "native") or the caches one translator
-makes (`reads` = that translator's fingerprint). It is active only on the tokens the generator
-computes after the stored context (question, answer), so the context caches it reads are the same
-bytes with or without it.
+A reader adapter teaches a generator to read one kind of stored context: the generator's own
+independently prefilled chunks (`reads` = "native") or the caches one translator makes (`reads` =
+that translator's fingerprint). Two kinds:
+  - "lora": a small LoRA active only on the tokens the generator computes after the stored context
+    (question, answer; cag/readers/lora.py);
+  - "links": `link_tokens` learned input embeddings after every chunk, computed by the unchanged
+    generator at ask time (cag/readers/links.py).
+Either way the context caches it reads are the same bytes with or without it.
 
-    NAME.safetensors   the LoRA matrices: `<module path>.lora_A.weight`, `<module path>.lora_B.weight`
+    NAME.safetensors   lora: `<module path>.lora_A.weight`, `<module path>.lora_B.weight`;
+                       links: `links` (link_tokens, hidden)
     NAME.json          {"spec": ReaderSpec, "weights_sha256": ..., "fingerprint": ...}
 
 The fingerprint binds the weights to the generator and to what they read; the weights' sha256 is
@@ -27,6 +31,7 @@ from cag.models.fingerprint import sha256_hex
 READER_FORMAT = 1
 NATIVE = "native"  # `reads` of a reader of the generator's own chunk caches
 _DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+KINDS = ("lora", "links")
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,8 @@ class ReaderSpec:
     rank: int
     alpha: float
     target_modules: tuple  # module names (q_proj, ...) the LoRA wraps in every decoder layer
+    kind: str = "lora"  # "lora" or "links"
+    link_tokens: int = 0  # links: learned tokens after every chunk
     training: dict = field(default_factory=dict)
     metrics: dict = field(default_factory=dict)  # held-out KL; `qa` / `qa_blend` (the auto gate)
     format_version: int = READER_FORMAT

@@ -86,14 +86,22 @@ def load_lora_state(lm, name: str, weights: dict, what: str = "reader adapter") 
             module.lora_B[name].weight.copy_(weights[f"{path}.lora_B.weight"])
 
 
-def attach(lm, reader) -> str:
-    """Inject `reader` (cag.readers.checkpoint.Reader) into `lm` once, switched off; its adapter name.
-    A reader trained for another generator (or another version of it) is refused."""
+def check_generator(lm, reader) -> None:
+    """Refuse a reader trained for another generator (or another version of it)."""
     spec = reader.spec
     if spec.generator_fingerprint != lm.fingerprint:
         raise CagError(f"Reader adapter {reader.path or ''} was trained for {spec.generator} "
                        f"({spec.generator_fingerprint[:12]}), not for {lm.name} ({lm.fingerprint[:12]}): "
                        "use it with that generator, or train one for this one.")
+
+
+def attach(lm, reader) -> str:
+    """Inject the LoRA `reader` (cag.readers.checkpoint.Reader) into `lm` once, switched off; its
+    adapter name. A reader trained for another generator (or another version of it) is refused."""
+    check_generator(lm, reader)
+    spec = reader.spec
+    if spec.kind != "lora":
+        raise CagError(f"Reader adapter {reader.path or ''} is a {spec.kind} reader, not a LoRA one.")
     name = reader.adapter_name
     if name not in lm.readers:
         inject(lm, name, spec.rank, spec.alpha, spec.target_modules)

@@ -41,29 +41,32 @@ def _records():
                 log.warning("ignoring unreadable reader adapter record %s", path)
 
 
-def train_command(generator: str, reads_name: str) -> str:
+def train_command(generator: str, reads_name: str, kind: str = "lora") -> str:
     what = "--reads native" if reads_name == NATIVE else "--reads translated"
-    return f"`cag train-reader --generator {generator} {what}`"
+    return f"`cag train-reader --generator {generator} {what}{'' if kind == 'lora' else ' --adapter ' + kind}`"
 
 
-def find_reader(reads: str, generator_fingerprint: str, reads_name: str, generator: str) -> FoundReader:
-    """The reader adapter trained for `generator` reading `reads` (NATIVE or a translator's
+def find_reader(reads: str, generator_fingerprint: str, reads_name: str, generator: str,
+                kind: str = "lora") -> FoundReader:
+    """The `kind` reader adapter trained for `generator` reading `reads` (NATIVE or a translator's
     fingerprint); else why not, naming a near miss (the same generator name, other fingerprints)."""
     near = None
     for path, record in _records():
         spec = record["spec"]
+        if spec.get("kind", "lora") != kind:
+            continue
         if (spec["reads"], spec["generator_fingerprint"]) == (reads, generator_fingerprint):
             return FoundReader(paths(path)[0], "", record)
         if near is None and spec.get("generator") == generator:
             near = (path, spec)
-    fix = f"train one with {train_command(generator, reads_name)}"
+    fix = f"train one with {train_command(generator, reads_name, kind)}"
     if near is not None:
         path, spec = near
         other = ("another version of the generator" if spec["generator_fingerprint"] != generator_fingerprint
                  else f"{spec.get('reads_name', 'other caches')}")
-        return FoundReader(None, f"the reader adapter {path} was trained for {other}, not for {reads_name} "
+        return FoundReader(None, f"the {kind} reader adapter {path} was trained for {other}, not for {reads_name} "
                                  f"read by this {generator}: {fix}")
-    return FoundReader(None, f"no reader adapter for {generator} reading {reads_name}: {fix}")
+    return FoundReader(None, f"no {kind} reader adapter for {generator} reading {reads_name}: {fix}")
 
 
 def install(checkpoint: Path, stem: str) -> Path:
@@ -77,10 +80,11 @@ def install(checkpoint: Path, stem: str) -> Path:
     return folder / f"{stem}.safetensors"
 
 
-def file_stem(generator: str, reads_name: str) -> str:
+def file_stem(generator: str, reads_name: str, kind: str = "lora") -> str:
     clean = lambda name: "".join(c if c.isalnum() or c in ".-" else "_" for c in Path(name).name)  # noqa: E731
+    suffix = "reader" if kind == "lora" else kind
     if reads_name == NATIVE:
-        return f"{clean(generator)}__native__reader"
+        return f"{clean(generator)}__native__{suffix}"
     source = reads_name.split(" -> ")[0]
-    kind = reads_name.rpartition("(")[2].rstrip(")") or "mot"
-    return f"{clean(source)}__{clean(generator)}__{kind}__reader"
+    translator = reads_name.rpartition("(")[2].rstrip(")") or "mot"
+    return f"{clean(source)}__{clean(generator)}__{translator}__{suffix}"

@@ -120,3 +120,21 @@ def test_bad_reader_input(tiny_models, fact_corpus, tmp_path):
     assert result.exit_code == 1 and "Unknown --targets 'mlp'" in result.output
     result = invoke(*reader_args(tiny_models, fact_corpus, tmp_path / "c"), "--cloze", 0, "--generated", 0)
     assert result.exit_code == 1 and "needs questions" in result.output
+
+
+def test_train_link_tokens_and_answer_with_them(tiny_models, fact_corpus, tmp_path, cag_home):
+    out = tmp_path / "links"
+    result = invoke(*reader_args(tiny_models, fact_corpus, out, steps=2), "--adapter", "links", "--link-tokens", 2)
+    assert result.exit_code == 0, result.output
+    spec = json.loads((out / "reader.json").read_text())["spec"]
+    assert (spec["kind"], spec["link_tokens"], spec["rank"]) == ("links", 2, 0)
+    assert list((cag_home / "readers").glob("*__native__links.safetensors"))
+    store = tmp_path / "store"
+    assert invoke("ingest", fact_corpus, "--store", store, "--encoder", tiny_models["encoder"], "--chunk-tokens", 32,
+                  "--also-for", tiny_models["generator"]).exit_code == 0
+    native = ask_json(store, tiny_models, "--mode", "native")
+    linked = ask_json(store, tiny_models, "--mode", "native+links")
+    assert linked["mode"] == "native+links" and linked["timings_ms"]["links"] > 0
+    assert linked["context_tokens"] == native["context_tokens"]  # the links are not context
+    refused = invoke("ask", "Q?", "--store", store, "--model", tiny_models["generator"], "--mode", "native+reader")
+    assert refused.exit_code == 1 and "no lora reader adapter" in refused.output  # a links reader is not a LoRA one

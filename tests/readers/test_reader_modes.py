@@ -67,7 +67,7 @@ def install_reader(cag_home, generator, name="native", reads="native", reads_nam
 def test_native_reader_reads_the_same_caches(native_store, tiny_models, generator, cag_home):
     refused = invoke("ask", QUESTION, "--store", native_store, "--model", tiny_models["generator"],
                      "--mode", "native+reader")
-    assert refused.exit_code == 1 and "no reader adapter for" in refused.output
+    assert refused.exit_code == 1 and "no lora reader adapter for" in refused.output
     assert "cag train-reader --generator" in refused.output and len(refused.output.strip().splitlines()) == 1
     before = cache_digests(native_store)
     native = ask_json(native_store, tiny_models, "--mode", "native")

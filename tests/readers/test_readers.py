@@ -72,4 +72,4 @@ def test_readers_are_found_by_what_they_read(tmp_path, cag_home):
     other_version = find_reader("native", "0" * 64, "native", lm.name)
     assert other_version.path is None and "another version of the generator" in other_version.reason
     nobody = find_reader("native", "1" * 64, "native", "nobody")
-    assert nobody.path is None and nobody.reason.startswith("no reader adapter for nobody reading native")
+    assert nobody.path is None and nobody.reason.startswith("no lora reader adapter for nobody reading native")
