@@ -56,9 +56,10 @@ def paired_differences(modes: tuple, records: dict) -> dict:
     the run ("translated - single" etc.), and each reader mode against its base mode
     ("native+reader - native", "native+links - native")."""
     present = [m for m in translator_modes() if m in modes]
-    pairs = [(first, second) for i, first in enumerate(present) for second in present[i + 1:]]
-    readers = [(m, get_mode(m).base_name) for m in modes if isinstance(get_mode(m), ReaderMode)]
-    pairs += [(m, base) for m, base in readers if base in modes and (base, m) not in pairs and (m, base) not in pairs]
+    pairs = [(m, get_mode(m).base_name) for m in modes
+             if isinstance(get_mode(m), ReaderMode) and get_mode(m).base_name in modes]
+    pairs += [(first, second) for i, first in enumerate(present) for second in present[i + 1:]
+              if (second, first) not in pairs]
     result = {}
     for first, second in pairs:
         scores = {r["id"]: r["score"] for r in records[second]}
