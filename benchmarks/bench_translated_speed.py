@@ -13,6 +13,9 @@
 - with --one-shot, the same question asked by one `cag ask --json` process per mode on the same
   store (models loaded and warmed up outside TTFT, reported apart as warm-up): direct, native,
   translated (translating), then translated again (stored).
+- with `--readers`: the reader modes (native+reader, translated+reader, translated-blend+reader at
+  each share) with the installed reader adapters (`cag train-reader`), to show what reading the
+  question and answer through a LoRA costs.
 
 Usage: python benchmarks/bench_translated_speed.py [--encoder smollm2-135m] [--generator qwen2.5-coder-0.5b]
        [--modes direct,native,...] [--dtype fp32] [--repeats 3] [--one-shot]
@@ -87,6 +90,8 @@ def main() -> None:
     parser.add_argument("--modes", default=",".join(MODES), help="modes measured (default: all)")
     parser.add_argument("--dtype", default="fp32", help="the generator's compute dtype (as cag eval's --dtype)")
     parser.add_argument("--one-shot", action="store_true", help="also time one `cag ask --json` process per mode")
+    parser.add_argument("--readers", action="store_true", help="also time the reader modes (installed "
+                        "reader adapters needed)")
     parser.add_argument("--out", type=Path, default=None, help="result file (default records/"
                         "translated_speed-GENERATOR.json)")
     args = parser.parse_args()
@@ -107,6 +112,9 @@ def main() -> None:
         blends = [float(f) for f in args.blends.split(",") if f.strip()]
         selects = [s for s in args.selects.split(",") if s.strip()]
         labels = labels_for(modes, blends, selects)
+        if args.readers:
+            labels += ["native+reader", "translated+reader (translating)", "translated+reader (stored)"]
+            labels += [f"translated-blend+reader@{f}/{s} (stored)" for s in selects for f in blends]
         times = {label: [] for label in labels}
         answers, contexts = {}, {}
         for _ in range(args.repeats):

@@ -22,6 +22,7 @@ from cag.kv.generate import greedy_generate
 from cag.models import load_model
 from cag.modes import AutoChooser, ContextRequest, ModeOptions, get_mode
 from cag.prompt import prompt_layout
+from cag.readers import reading
 from cag.retrieval import Retriever
 from cag.store.store import Store
 
@@ -114,7 +115,8 @@ def ask(question: str, store_dir: Path | None = None, model: str = DEFAULT_GENER
     request = ContextRequest(store, lm, layout, rows, q_ids, options)
     built = chosen.build(request)
     generation_start = time.perf_counter()
-    generation = greedy_generate(lm, built.lead_ids + q_ids, built.context, max_new_tokens, on_token)
+    with reading(lm, built.reader):  # a reader adapter (reader modes) on the question and answer only
+        generation = greedy_generate(lm, built.lead_ids + q_ids, built.context, max_new_tokens, on_token)
     timings = {"warmup": warmup_ms, "embed": retrieval.embed_ms if retrieval else 0.0,
                "retrieve": retrieval.retrieve_ms if retrieval else 0.0, **request.timings,
                "prefill": generation.prefill_seconds * 1e3,

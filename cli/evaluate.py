@@ -14,7 +14,7 @@ from cli.progress_display import progress_bars
 @handle_errors
 def eval_command(
     dataset: Annotated[str, typer.Option(help="JSON Lines file, or a preset: squad, boolq, arc-challenge, "
-                                              "arc-easy, openbookqa, mmlu, hotpotqa.")],
+                                              "arc-easy, openbookqa, mmlu, hotpotqa, hotpotqa-20 (20 paragraphs).")],
     task: Annotated[str | None, typer.Option(help="extractive | multiple_choice | multi_doc "
                                                   "(implied by a preset).")] = None,
     model: Annotated[str, typer.Option("--model", "-m", help="Generator.")] = DEFAULT_GENERATOR,

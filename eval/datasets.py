@@ -16,6 +16,7 @@ PRESETS = {
     "openbookqa": ("openbookqa/test.jsonl", "multiple_choice"),
     "mmlu": ("mmlu/val.jsonl", "multiple_choice"),
     "hotpotqa": ("hotpotqa_distractor/dev_sample.jsonl", "multi_doc"),
+    "hotpotqa-20": ("hotpotqa_distractor/dev_20passages.jsonl", "multi_doc"),  # eval/widen.py
 }
 _FIELDS = {
     "extractive": {"id": str, "context": str, "question": str, "answers": list},

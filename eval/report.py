@@ -5,6 +5,7 @@ import statistics
 from pathlib import Path
 
 from cag.atomic import atomic_write_text
+from cag.modes import ReaderMode, get_mode
 from cag.modes import modes as all_modes
 from eval.metrics import bootstrap_difference_ci, bootstrap_ratio_ci
 
@@ -51,17 +52,21 @@ def summarize(task: str, modes: tuple, records: dict, bytes_per_token: dict) -> 
 
 
 def paired_differences(modes: tuple, records: dict) -> dict:
-    """Score differences between translator modes on the same examples, with bootstrap CIs:
-    "translated - single" etc., for every pair of translator modes in the run."""
+    """Score differences on the same examples, with bootstrap CIs: every pair of translator modes in
+    the run ("translated - single" etc.), and each reader mode against its base mode
+    ("native+reader - native", "native+links - native")."""
     present = [m for m in translator_modes() if m in modes]
+    pairs = [(m, get_mode(m).base_name) for m in modes
+             if isinstance(get_mode(m), ReaderMode) and get_mode(m).base_name in modes]
+    pairs += [(first, second) for i, first in enumerate(present) for second in present[i + 1:]
+              if (second, first) not in pairs]
     result = {}
-    for i, first in enumerate(present):
-        for second in present[i + 1:]:
-            scores = {r["id"]: r["score"] for r in records[second]}
-            pairs = [(r["score"], scores[r["id"]]) for r in records[first] if r["id"] in scores]
-            mean, low, high = bootstrap_difference_ci([a for a, _ in pairs], [b for _, b in pairs])
-            result[f"{first} - {second}"] = {"n": len(pairs), "mean": _finite(mean),
-                                             "ci95": [_finite(low), _finite(high)]}
+    for first, second in pairs:
+        scores = {r["id"]: r["score"] for r in records[second]}
+        pairs_ = [(r["score"], scores[r["id"]]) for r in records[first] if r["id"] in scores]
+        mean, low, high = bootstrap_difference_ci([a for a, _ in pairs_], [b for _, b in pairs_])
+        result[f"{first} - {second}"] = {"n": len(pairs_), "mean": _finite(mean),
+                                         "ci95": [_finite(low), _finite(high)]}
     return result
 
 
@@ -123,7 +128,7 @@ def _markdown(metrics: dict, config) -> str:
                      f"{m['retention_ci95'][1]}] | {m['ttft_mean_ms']} / {m['ttft_median_ms']} | "
                      f"{m['context_tokens_mean']} | {_or_na(m['bytes_stored_per_context_token'])} |")
     if metrics.get("paired_differences"):
-        lines += ["", f"Translator modes on the same examples: mean {score} difference [paired bootstrap "
+        lines += ["", f"Modes on the same examples: mean {score} difference [paired bootstrap "
                   "95% CI]; an interval above 0 means the first beats the second beyond noise.", ""]
         lines += [f"- {pair}: {d['mean']} [{d['ci95'][0]}, {d['ci95'][1]}] over {d['n']} examples"
                   for pair, d in metrics["paired_differences"].items()]

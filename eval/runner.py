@@ -24,7 +24,7 @@ from cag.kv.blend import check_blend_options
 from cag.kv.serde import check_cache_dtype
 from cag.models import load_model
 from cag.models.loading import parse_dtype, resolve_device, resolve_dtype
-from cag.modes import ModeOptions, get_mode, mode_names
+from cag.modes import ModeOptions, ReaderMode, get_mode, mode_names
 from cag.progress import Progress
 from cag.prompt import prompt_layout
 from cag.retrieval import load_embedder
@@ -32,6 +32,8 @@ from cag.store import Store
 from eval.datasets import load_examples, resolve_dataset, sample
 from eval.report import write_report
 from eval.scoring import evaluate_example
+from cag.readers import NATIVE, find_reader
+from mot.modes import reads_name
 from mot.registry import find_translator, translators_of_kind
 
 log = logging.getLogger(__name__)
@@ -104,6 +106,34 @@ def check_translators(config: EvalConfig, modes: tuple) -> tuple:
     return tuple(kept)
 
 
+def check_readers(config: EvalConfig, modes: tuple) -> tuple:
+    """Reader modes whose reader adapter is installed for what they read; a missing one is an
+    error, or skipped under --skip-missing (models are loaded only when a reader mode is asked)."""
+    kept = []
+    wanted = [m for m in modes if isinstance(get_mode(m), ReaderMode)]
+    generator = load_model(config.model, config.dtype, config.device) if wanted else None
+    encoder = load_model(config.encoder, device=config.device) if any(
+        get_mode(m).reads == "encoder" for m in wanted) else None
+    for mode in modes:
+        reason = None
+        if mode in wanted:
+            if get_mode(mode).reads == "encoder":
+                kind = get_mode(mode).translator_kind
+                found = find_translator(encoder.fingerprint, generator.fingerprint, kind, encoder.name, generator.name)
+                reads = (found.record.get("fingerprint", ""), reads_name(encoder.name, generator.name, kind))
+            else:
+                reads = (NATIVE, NATIVE)
+            found_reader = find_reader(reads[0], generator.fingerprint, reads[1], generator.name, get_mode(mode).kind)
+            reason = found_reader.reason if found_reader.path is None else None
+        if reason:
+            if not config.skip_missing:
+                raise CagError(f"Mode {mode} cannot run: {reason}; or pass --skip-missing.")
+            log.warning("skipping mode %s: %s", mode, reason)
+            continue
+        kept.append(mode)
+    return tuple(kept)
+
+
 def default_run_dir(config: EvalConfig, path: Path, task: str) -> Path:
     model = "".join(c if c.isalnum() or c in ".-" else "_" for c in Path(config.model).name)
     setting = f"-budget{config.context_budget}" if config.context_budget else ""
@@ -118,6 +148,7 @@ def run_eval(config: EvalConfig, progress: Progress | None = None) -> Path:
     modes = check_modes(config)
     if _reading(modes, "encoder"):  # fail before any model work when a translator is missing
         modes = check_translators(config, modes)
+    modes = check_readers(config, modes)
     examples = sample(load_examples(path, task), task, config.limit, config.seed)
     run = Path(config.out) if config.out else default_run_dir(config, path, task)
     # the report covers every mode the folder holds, also those of earlier runs with other --modes

@@ -9,6 +9,7 @@ from transformers import DynamicCache
 
 from cag.kv.generate import forward_new_tokens, greedy_generate
 from cag.modes import ContextRequest, ModeOptions, get_mode
+from cag.readers import reading
 from eval.metrics import squad_scores
 
 GENERATIVE = ("extractive", "multi_doc")
@@ -24,7 +25,8 @@ def evaluate_example(task: str, mode: str, example: dict, rows: list, store, lm,
     context, lead, context_tokens, timings = built.context, built.lead_ids, built.context_tokens, request.timings
     if task in GENERATIVE:
         begin = time.perf_counter()
-        generation = greedy_generate(lm, lead + q_ids, context, max_new_tokens)
+        with reading(lm, built.reader):  # reader modes: the adapter on the question and answer only
+            generation = greedy_generate(lm, lead + q_ids, context, max_new_tokens)
         prediction = generation.text.split("\n")[0].strip()
         scores = squad_scores(prediction, example["answers"])
         gold = example["answers"]
@@ -33,7 +35,8 @@ def evaluate_example(task: str, mode: str, example: dict, rows: list, store, lm,
         record = {"prediction": prediction, "score": scores["f1"], "em": scores["em"]}
     else:
         choices = example["choices"]
-        sums, means, prefill_s = option_logprobs(lm, context, lead + q_ids, choices, layout)
+        with reading(lm, built.reader):
+            sums, means, prefill_s = option_logprobs(lm, context, lead + q_ids, choices, layout)
         picked = int(torch.tensor(means if option_score == "mean" else sums).argmax())
         gold = choices[example["answer_index"]]
         timings["prefill"] = prefill_s * 1e3

@@ -13,7 +13,6 @@ Run folder (resumable; a killed run continues from its last checkpoint):
 
 import json
 import logging
-import math
 import random
 import time
 from pathlib import Path
@@ -33,6 +32,7 @@ from mot.data import load_window, make_windows, prepare_window, read_paragraphs,
 from mot.injection import default_window
 from mot.query_metric import query_moments, window_sequences
 from mot.ridge import RidgeFit
+from mot.run_folder import append_record, claim, drop_records_after, lr_at, train_seconds
 from mot.step import chunk_tokens, chunk_weights, run_window
 from mot.train_config import ABSENT_MEANS, TrainConfig, check, resolve
 from mot.translator import Translator, make_spec
@@ -87,12 +87,12 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> Path:
     final = evaluate(translator, target, prefix_kv, len(t_prefix), heldout, cfg)
     spec.training = {**cfg.to_json(), "train_tokens": start["tokens"],
                      **({"init_weights_sha256": start["init_weights_sha256"]} if cfg.init else {}),
-                     "train_seconds": round(_train_seconds(metrics_path) + start["seconds"], 1),
+                     "train_seconds": round(train_seconds(metrics_path) + start["seconds"], 1),
                      "prepare_seconds_this_session": round(prepare_seconds, 1),
                      "parameters": translator.parameter_count(),
                      "target_parameters": sum(p.numel() for p in target.model.parameters())}
     spec.metrics = {"heldout": final}
-    _append(metrics_path, {"event": "final", **final})
+    append_record(metrics_path, {"event": "final", **final})
     save_translator(translator, run / "translator", cfg.dtype)
     return run
 
@@ -123,29 +123,9 @@ def _key_moments(run: Path, target, train_set: list, t_prefix, cfg: TrainConfig)
     return moments
 
 
-def _train_seconds(metrics_path: Path) -> float:
-    """Seconds spent in optimizer steps (over all sessions of a resumed run), from the metrics."""
-    if not metrics_path.is_file():
-        return 0.0
-    records = [json.loads(line) for line in metrics_path.read_text().splitlines() if line.strip()]
-    return sum(r.get("seconds", 0.0) for r in records if "step" in r)
-
-
-def _claim(path: Path, wanted: dict, mismatch: str, defaults: dict | None = None) -> None:
-    """Write `wanted` to the JSON file `path`, or check that it already holds exactly that (a key
-    missing from the file, written before that setting existed, stands for its value in `defaults`)."""
-    if path.is_file():
-        held = {**(defaults or {}), **json.loads(path.read_text())}
-        if held != wanted:
-            raise CagError(mismatch)
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(path, json.dumps(wanted, indent=2))
-
-
 def _start_or_resume(run: Path, cfg: TrainConfig) -> None:
     defaults = {**ABSENT_MEANS, "source": cfg.source, "target": cfg.target, "out": cfg.out}
-    _claim(run / "config.json", cfg.to_json(), f"Run folder {run} holds a training run with another "
+    claim(run / "config.json", cfg.to_json(), f"Run folder {run} holds a training run with another "
            "config; pass another --out or delete that folder.", defaults)
 
 
@@ -158,7 +138,7 @@ def _check_data_folder(data: Path, cfg: TrainConfig, source, target) -> None:
               "teacher_top_k": cfg.teacher_top_k, "seed": cfg.seed}
     if cfg.continuation != "text":  # (folders prepared before cloze windows existed stay valid)
         wanted.update(continuation=cfg.continuation, answer_tokens=cfg.answer_tokens)
-    _claim(data / "data.json", wanted, f"Prepared data in {data} was made for other models or "
+    claim(data / "data.json", wanted, f"Prepared data in {data} was made for other models or "
            "window settings; use another --data folder.")
 
 
@@ -206,13 +186,6 @@ def _fit_ridge(translator, target, windows: list, prefix_len: int, cfg: TrainCon
     return fit.solve(cfg.ridge_lambda)
 
 
-def _lr_at(step: int, cfg: TrainConfig) -> float:
-    if step < cfg.warmup:
-        return cfg.lr * (step + 1) / cfg.warmup
-    progress = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
-    return cfg.lr * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
-
-
 def _trainable(translator) -> list:
     """Parameters to train (all, from the ridge start; in window mode only the window's layers)."""
     return [p for p in translator.parameters() if p.requires_grad]
@@ -237,14 +210,14 @@ def _optimize(translator, target, prefix_kv, prefix_len, train_set, heldout, cfg
                                    {"params": trunk, "scale": cfg.trunk_lr_scale, "weight_decay": 0.0}],
                                   lr=cfg.lr, weight_decay=cfg.weight_decay)
     step = _load_state(run, translator, optimizer)
-    _drop_records_after(metrics_path, step)  # steps after the last checkpoint are redone
+    drop_records_after(metrics_path, step)  # steps after the last checkpoint are redone
     rng = random.Random(cfg.seed * 1000 + step)
     progress.start(TRAINING_TASK, cfg.steps)
     progress.advance(TRAINING_TASK, step)
     translator.train()
     while step < cfg.steps:
         for group in optimizer.param_groups:
-            group["lr"] = _lr_at(step, cfg) * group["scale"]
+            group["lr"] = lr_at(step, cfg.lr, cfg.warmup, cfg.steps) * group["scale"]
         began = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
         totals = {"loss": 0.0, "reconstruction": 0.0, "kl": 0.0, "continuation_kv": 0.0, "top1": 0.0}
@@ -260,14 +233,14 @@ def _optimize(translator, target, prefix_kv, prefix_len, train_set, heldout, cfg
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
         step += 1
-        record = {"step": step, "lr": _lr_at(step - 1, cfg), "seconds": round(time.perf_counter() - began, 3),
+        record = {"step": step, "lr": lr_at(step - 1, cfg.lr, cfg.warmup, cfg.steps), "seconds": round(time.perf_counter() - began, 3),
                   **{k: round(v, 5) for k, v in totals.items()}}
         if step % cfg.eval_every == 0 or step == cfg.steps:
             translator.eval()
             record["heldout"] = evaluate(translator, target, prefix_kv, prefix_len, heldout, cfg,
                                          diagnostics=False)
             translator.train()
-        _append(metrics_path, record)
+        append_record(metrics_path, record)
         if step % cfg.checkpoint_every == 0 or step == cfg.steps:
             _save_state(run, translator, optimizer, step)
             fault_point("train_checkpoint")
@@ -297,19 +270,6 @@ def evaluate(translator, target, prefix_kv, prefix_len, windows, cfg, diagnostic
         result["none"] = {"kl": none["kl"], "top1": none["top1"]}
         result["window_layers"] = window
     return result
-
-
-def _drop_records_after(path: Path, step: int) -> None:
-    if not path.is_file():
-        return
-    kept = [line for line in path.read_text().splitlines()
-            if line.strip() and json.loads(line).get("step", 0) <= step and "event" not in json.loads(line)]
-    atomic_write_text(path, "".join(line + "\n" for line in kept))
-
-
-def _append(path: Path, record: dict) -> None:
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(record) + "\n")
 
 
 def _save_state(run: Path, translator, optimizer, step: int) -> None:

@@ -12,7 +12,8 @@ ALLOWED = {"indexes": set(), "cag": {"indexes"}, "mot": {"cag", "indexes"},
 # the answering path: `cag ask` and every context mode
 ANSWERING = ("cag.ask", "cag.modes", "mot.modes")
 TRAINING = ("mot.train", "mot.train_config", "mot.data", "mot.losses", "mot.step", "mot.ridge", "mot.cloze",
-            "mot.query_metric", "mot.diagnostics")
+            "mot.query_metric", "mot.diagnostics", "mot.run_folder", "mot.reader_train", "mot.reader_data",
+            "mot.reader_windows", "mot.reader_config")
 
 
 def module_name(path: Path) -> str:

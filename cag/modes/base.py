@@ -38,6 +38,7 @@ class BuiltContext:
     context: object | None  # cag.kv.assemble.AssembledContext, or None (nothing cached)
     lead_ids: list  # token ids the generator prefills before the question (direct: the chunks' text)
     context_tokens: int
+    reader: str | None = None  # the reader adapter (cag.readers) switched on for the question and answer
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,12 @@ class ContextMode:
 
     def offer_for_auto(self, store, lm, min_retention: float) -> AutoOffer | None:
         """What `--mode auto` may use of this mode (None: it never offers itself)."""
+        return None
+
+    def reader_identity(self, store, lm) -> tuple[str, str] | None:
+        """What the generator reads in this mode, as a reader adapter is keyed (cag.readers): ("native",
+        "native") for its own chunk caches, (translator fingerprint, "SOURCE -> GENERATOR (KIND)") for
+        a translator's; None where no stored context is read (no reader applies)."""
         return None
 
     def build(self, request: ContextRequest) -> BuiltContext:

@@ -31,6 +31,9 @@ class BlendMode(ContextMode):
     def translator_kind(self) -> str | None:
         return self.base.translator_kind
 
+    def reader_identity(self, store, lm):
+        return self.base.reader_identity(store, lm)
+
     def prepare(self, store, lm) -> None:
         self.base.prepare(store, lm)
 

@@ -8,6 +8,7 @@ from cag.kv.assemble import assemble
 from cag.kv.chunk_cache import ids_sha256
 from cag.modes.base import BuiltContext, ContextMode, ContextRequest
 from cag.prompt import prompt_layout
+from cag.readers.checkpoint import NATIVE
 
 
 def native_space(store, lm, layout):
@@ -41,6 +42,9 @@ class NativeMode(ContextMode):
         return (f"No native caches for {lm.name} in store {store.folder} for {len(absent)} of the {len(rows)} "
                 f"retrieved chunks: run `cag ingest {named} --also-for {lm.name} --store {store.folder}`, "
                 "or use --mode direct.")
+
+    def reader_identity(self, store, lm):
+        return NATIVE, NATIVE
 
     def build(self, request: ContextRequest) -> BuiltContext:
         space = native_space(request.store, request.lm, request.layout)

@@ -1,0 +1,54 @@
+"""What every training run folder shares (translators, mot/train.py; reader adapters,
+mot/reader_train.py): a config claimed once, metrics appended as JSON Lines, the learning-rate
+schedule, and the records a resumed run drops and sums."""
+
+import json
+import math
+from pathlib import Path
+
+from cag.atomic import atomic_write_text
+from cag.errors import CagError
+
+
+def claim(path: Path, wanted: dict, mismatch: str, defaults: dict | None = None) -> None:
+    """Write `wanted` to the JSON file `path`, or check that it already holds exactly that (a key
+    missing from the file, written before that setting existed, stands for its value in `defaults`)."""
+    if path.is_file():
+        held = {**(defaults or {}), **json.loads(path.read_text())}
+        if held != wanted:
+            raise CagError(mismatch)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(wanted, indent=2))
+
+
+def lr_at(step: int, lr: float, warmup: int, steps: int) -> float:
+    """Linear warmup over `warmup` steps, then cosine to 0 at `steps`."""
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    progress = (step - warmup) / max(1, steps - warmup)
+    return lr * 0.5 * (1 + math.cos(math.pi * min(1.0, progress)))
+
+
+def append_record(path: Path, record: dict) -> None:
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record) + "\n")
+
+
+def drop_records_after(path: Path, step: int, keep_events: tuple = ()) -> None:
+    """Keep the step records up to `step` (the last checkpoint): the steps after it are redone; event
+    records go too (a final evaluation is made again), but those named in `keep_events`."""
+    if not path.is_file():
+        return
+    records = [(line, json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+    kept = [line for line, r in records
+            if r.get("event") in keep_events or ("event" not in r and r.get("step", 0) <= step)]
+    atomic_write_text(path, "".join(line + "\n" for line in kept))
+
+
+def train_seconds(path: Path) -> float:
+    """Seconds spent in optimizer steps (over all sessions of a resumed run), from the metrics."""
+    if not path.is_file():
+        return 0.0
+    records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return sum(r.get("seconds", 0.0) for r in records if "step" in r)
