@@ -20,7 +20,8 @@ def ask_command(
     top_k: Annotated[int, typer.Option("--top-k", "-k", help="Chunks to retrieve.")] = 3,
     mode: Annotated[str, typer.Option(
         help="auto | direct | native | translated | translated-blend | native-blend | translated-window | "
-             "single | ridge | none. direct: the retrieved text in the prompt (the quality reference); "
+             "single | ridge | none, and MODE+reader (native, native-blend, translated, translated-blend: the "
+             "same context read through the generator's reader adapter, `cag train-reader`). direct: the retrieved text in the prompt (the quality reference); "
              "native: the generator's own stored caches (`cag ingest --also-for`); translated: the "
              "encoder's caches translated by the MoT translator (`cag train`); the -blend modes let "
              "the generator recompute a share (--blend) of the context tokens, those the question "
