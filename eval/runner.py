@@ -8,7 +8,6 @@ they finish, so a killed run continues where it stopped), then metrics.json, rep
 import json
 import logging
 import os
-import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -97,10 +96,7 @@ def check_translators(config: EvalConfig, modes: tuple) -> tuple:
                 found = find_translator(models[0].fingerprint, models[1].fingerprint, kind,
                                         models[0].name, models[1].name)
                 reason = found.reason if found.path is None else None
-            if reason:
-                if not config.skip_missing:
-                    raise CagError(f"Mode {mode} cannot run: {reason}; or pass --skip-missing.")
-                log.warning("skipping mode %s: %s", mode, reason)
+            if _skipped(config, mode, reason):
                 continue
         kept.append(mode)
     return tuple(kept)
@@ -125,13 +121,21 @@ def check_readers(config: EvalConfig, modes: tuple) -> tuple:
                 reads = (NATIVE, NATIVE)
             found_reader = find_reader(reads[0], generator.fingerprint, reads[1], generator.name, get_mode(mode).kind)
             reason = found_reader.reason if found_reader.path is None else None
-        if reason:
-            if not config.skip_missing:
-                raise CagError(f"Mode {mode} cannot run: {reason}; or pass --skip-missing.")
-            log.warning("skipping mode %s: %s", mode, reason)
+        if _skipped(config, mode, reason):
             continue
         kept.append(mode)
     return tuple(kept)
+
+
+def _skipped(config: EvalConfig, mode: str, reason: str | None) -> bool:
+    """Whether `mode`, which cannot run for `reason` (None: it can), is skipped (--skip-missing);
+    without that option it is an error."""
+    if reason is None:
+        return False
+    if not config.skip_missing:
+        raise CagError(f"Mode {mode} cannot run: {reason}; or pass --skip-missing.")
+    log.warning("skipping mode %s: %s", mode, reason)
+    return True
 
 
 def default_run_dir(config: EvalConfig, path: Path, task: str) -> Path:

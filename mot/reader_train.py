@@ -25,9 +25,7 @@ import time
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
 
-from cag.atomic import atomic_write, atomic_write_text
 from cag.errors import CagError
 from cag.faults import fault_point
 from cag.kv.chunk_cache import run_prefill
@@ -45,7 +43,7 @@ from mot.reader_data import (load_context, load_prepared, native_context, prepar
                              save_prepared, translated_context)
 from mot.reader_windows import corpus_chunks, make_reader_windows
 from mot.registry import find_translator
-from mot.run_folder import append_record, claim, drop_records_after, lr_at, train_seconds
+from mot.run_folder import append_record, claim, drop_records_after, load_state, lr_at, save_state, train_seconds
 
 log = logging.getLogger(__name__)
 TRAINING_TASK = "training"
@@ -252,27 +250,12 @@ def _lengths(prepared) -> list:
 
 
 def _save_state(run: Path, params: list, optimizer, step: int) -> None:
-    tensors = {f"param.{i}": p.detach().cpu().contiguous() for i, p in enumerate(params)}
-    for i, state in optimizer.state_dict()["state"].items():
-        for name, value in state.items():
-            tensors[f"opt.{i}.{name}"] = torch.as_tensor(value).detach().cpu().contiguous()
-    atomic_write(run / "state.safetensors", lambda tmp: save_file(tensors, str(tmp)))
-    atomic_write_text(run / "state.json", json.dumps({"step": step}))
+    save_state(run, {f"param.{i}": p.detach().cpu().contiguous() for i, p in enumerate(params)}, optimizer, step)
 
 
 def _load_state(run: Path, params: list, optimizer) -> int:
-    if not (run / "state.json").is_file():
-        return 0
-    step = json.loads((run / "state.json").read_text())["step"]
-    tensors = load_file(str(run / "state.safetensors"))
+    step, tensors = load_state(run, optimizer)
     with torch.no_grad():
-        for i, p in enumerate(params):
+        for i, p in enumerate(params if tensors else []):
             p.copy_(tensors[f"param.{i}"])
-    state = optimizer.state_dict()
-    for key, value in tensors.items():
-        if key.startswith("opt."):
-            _, index, name = key.split(".", 2)
-            state["state"].setdefault(int(index), {})[name] = value
-    optimizer.load_state_dict(state)
-    log.info("resumed %s at step %d", run, step)
     return step

@@ -1,13 +1,19 @@
 """What every training run folder shares (translators, mot/train.py; reader adapters,
 mot/reader_train.py): a config claimed once, metrics appended as JSON Lines, the learning-rate
-schedule, and the records a resumed run drops and sums."""
+schedule, the records a resumed run drops and sums, and the checkpointed optimizer state."""
 
 import json
+import logging
 import math
 from pathlib import Path
 
-from cag.atomic import atomic_write_text
+import torch
+from safetensors.torch import load_file, save_file
+
+from cag.atomic import atomic_write, atomic_write_text
 from cag.errors import CagError
+
+log = logging.getLogger(__name__)
 
 
 def claim(path: Path, wanted: dict, mismatch: str, defaults: dict | None = None) -> None:
@@ -52,3 +58,30 @@ def train_seconds(path: Path) -> float:
         return 0.0
     records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return sum(r.get("seconds", 0.0) for r in records if "step" in r)
+
+
+def save_state(run: Path, tensors: dict, optimizer, step: int) -> None:
+    """Checkpoint `tensors` (the trained weights, by name) and the optimizer's state at `step`."""
+    tensors = dict(tensors)
+    for i, state in optimizer.state_dict()["state"].items():
+        for name, value in state.items():
+            tensors[f"opt.{i}.{name}"] = torch.as_tensor(value).detach().cpu().contiguous()
+    atomic_write(run / "state.safetensors", lambda tmp: save_file(tensors, str(tmp)))
+    atomic_write_text(run / "state.json", json.dumps({"step": step}))
+
+
+def load_state(run: Path, optimizer) -> tuple[int, dict]:
+    """(step, the weights saved by save_state) with the optimizer's state restored; (0, {}) for a
+    run with no checkpoint yet."""
+    if not (run / "state.json").is_file():
+        return 0, {}
+    step = json.loads((run / "state.json").read_text())["step"]
+    tensors = load_file(str(run / "state.safetensors"))
+    state = optimizer.state_dict()
+    for key, value in tensors.items():
+        if key.startswith("opt."):
+            _, index, name = key.split(".", 2)
+            state["state"].setdefault(int(index), {})[name] = value
+    optimizer.load_state_dict(state)
+    log.info("resumed %s at step %d", run, step)
+    return step, {k: v for k, v in tensors.items() if not k.startswith("opt.")}

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from cag.atomic import atomic_write, atomic_write_text
+from cag.atomic import atomic_write
 from cag.errors import CagError
 from cag.faults import fault_point
 from cag.kv.chunk_cache import run_prefill
@@ -32,7 +32,7 @@ from mot.data import load_window, make_windows, prepare_window, read_paragraphs,
 from mot.injection import default_window
 from mot.query_metric import query_moments, window_sequences
 from mot.ridge import RidgeFit
-from mot.run_folder import append_record, claim, drop_records_after, lr_at, train_seconds
+from mot.run_folder import append_record, claim, drop_records_after, load_state, lr_at, save_state, train_seconds
 from mot.step import chunk_tokens, chunk_weights, run_window
 from mot.train_config import ABSENT_MEANS, TrainConfig, check, resolve
 from mot.translator import Translator, make_spec
@@ -273,25 +273,12 @@ def evaluate(translator, target, prefix_kv, prefix_len, windows, cfg, diagnostic
 
 
 def _save_state(run: Path, translator, optimizer, step: int) -> None:
-    tensors = {f"model.{k}": v.detach().cpu().contiguous() for k, v in translator.state_dict().items()}
-    for i, state in optimizer.state_dict()["state"].items():
-        for name, value in state.items():
-            tensors[f"opt.{i}.{name}"] = torch.as_tensor(value).detach().cpu().contiguous()
-    atomic_write(run / "state.safetensors", lambda tmp: save_file(tensors, str(tmp)))
-    atomic_write_text(run / "state.json", json.dumps({"step": step}))
+    save_state(run, {f"model.{k}": v.detach().cpu().contiguous() for k, v in translator.state_dict().items()},
+               optimizer, step)
 
 
 def _load_state(run: Path, translator, optimizer) -> int:
-    if not (run / "state.json").is_file():
-        return 0
-    step = json.loads((run / "state.json").read_text())["step"]
-    tensors = load_file(str(run / "state.safetensors"))
-    translator.load_state_dict({k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
-    state = optimizer.state_dict()
-    for key, value in tensors.items():
-        if key.startswith("opt."):
-            _, index, name = key.split(".", 2)
-            state["state"].setdefault(int(index), {})[name] = value
-    optimizer.load_state_dict(state)
-    log.info("resumed %s at step %d", run, step)
+    step, tensors = load_state(run, optimizer)
+    if tensors:
+        translator.load_state_dict({k[6:]: v for k, v in tensors.items()})
     return step

@@ -6,39 +6,18 @@ prefilled chunks; cag.kv.blend)."""
 import time
 
 from cag.kv.blend import blend
-from cag.modes.base import BuiltContext, ContextMode, ContextRequest
-from cag.modes.registry import get_mode
+from cag.modes.base import BuiltContext, ContextRequest
+from cag.modes.derived import DerivedMode
 
 
-class BlendMode(ContextMode):
+class BlendMode(DerivedMode):
     """`name` = the `base` mode's context, blended."""
 
     recomputes = True
 
     def __init__(self, name: str, base: str):
-        self.name, self.base_name = name, base
+        super().__init__(name, base)
         self.help = f"{base}, with a share of the context tokens (--blend) recomputed by the generator"
-
-    @property
-    def base(self) -> ContextMode:
-        return get_mode(self.base_name)  # by name: the base may be registered after this mode
-
-    @property
-    def reads(self) -> str:
-        return self.base.reads
-
-    @property
-    def translator_kind(self) -> str | None:
-        return self.base.translator_kind
-
-    def reader_identity(self, store, lm):
-        return self.base.reader_identity(store, lm)
-
-    def prepare(self, store, lm) -> None:
-        self.base.prepare(store, lm)
-
-    def missing(self, store, lm, rows: list) -> str | None:
-        return self.base.missing(store, lm, rows)
 
     def build(self, request: ContextRequest) -> BuiltContext:
         built = self.base.build(request)

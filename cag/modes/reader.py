@@ -18,6 +18,7 @@ from dataclasses import replace
 
 from cag.errors import CagError
 from cag.modes.base import BuiltContext, ContextMode, ContextRequest
+from cag.modes.derived import DerivedMode
 from cag.modes.registry import get_mode, mode_names
 from cag.readers import attach, find_reader, load_reader
 from cag.readers.links import with_links
@@ -29,25 +30,14 @@ LINKS_SUFFIX = "+links"
 _LOADED: dict = {}  # (weights path, weights mtime, record mtime) -> Reader
 
 
-class ReaderMode(ContextMode):
+class ReaderMode(DerivedMode):
     """`name` = the `base` mode's context, read with the reader adapter trained for it."""
 
     def __init__(self, name: str, base: str, kind: str = "lora"):
-        self.name, self.base_name, self.kind = name, base, kind
+        super().__init__(name, base)
+        self.kind = kind
         self.help = (f"{base}, read through the reader adapter trained for it (`cag train-reader`)" if kind == "lora"
                      else f"{base}, with learned link tokens after every chunk (`cag train-reader --adapter links`)")
-
-    @property
-    def base(self) -> ContextMode:
-        return get_mode(self.base_name)  # by name: the base may be registered after this mode
-
-    @property
-    def reads(self) -> str:
-        return self.base.reads
-
-    @property
-    def translator_kind(self) -> str | None:
-        return self.base.translator_kind
 
     @property
     def recomputes(self) -> bool:
@@ -56,9 +46,6 @@ class ReaderMode(ContextMode):
     @property
     def uses_window(self) -> bool:
         return self.base.uses_window
-
-    def reader_identity(self, store, lm):
-        return self.base.reader_identity(store, lm)
 
     def prepare(self, store, lm) -> None:
         self.base.prepare(store, lm)
