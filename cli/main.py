@@ -11,6 +11,7 @@ from cli.demo import demo_command
 from cli.evaluate import eval_command
 from cli.ingest import ingest_command
 from cli.models import models_command
+from cli.serve import serve_command
 from cli.train import train_command
 
 app = typer.Typer(
@@ -38,3 +39,4 @@ app.command("ask")(ask_command)
 app.add_typer(store_cli.app, name="store")
 app.command("eval")(eval_command)
 app.command("train")(train_command)
+app.command("serve")(serve_command)
