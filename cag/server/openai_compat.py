@@ -45,7 +45,15 @@ def extension(answered, notes: list[str]) -> dict:
 
 
 def finish_reason(answered, max_new_tokens: int) -> str:
+    """"length" when the answer used every token allowed (no end token came), else "stop"."""
     return "length" if answered.completion_tokens >= max_new_tokens else "stop"
+
+
+def unsent_tail(answer: str, sent: str) -> str:
+    """The end of `answer` the token stream did not carry (a last token that decodes to half a
+    character is held back while streaming; the final answer has it)."""
+    sent = sent.lstrip()
+    return answer[len(sent):] if answer.startswith(sent) else ""
 
 
 def usage(answered) -> dict:

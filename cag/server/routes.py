@@ -8,12 +8,32 @@ from fastapi import APIRouter, Response
 from starlette.concurrency import run_in_threadpool
 
 from cag.server.errors import error_body
-from cag.server.openai_compat import chunk, completion, extension, finish_reason, new_id, question_of, usage
+from cag.server.openai_compat import (chunk, completion, extension, finish_reason, new_id, question_of, unsent_tail,
+                                      usage)
 from cag.server.schemas import AskBody, ChatBody, IngestBody
 from cag.server.service import AskRequest, CagServer
 from cag.server.streaming import sse, stream_response
 
 DEFAULT_NEW_TOKENS = 64  # as `cag ask`
+
+
+def token_events(result_of, text_field: str = "answer"):
+    """An SSE renderer for cag's own streams: `token` events ({"text"}), then one `result` event (the
+    JSON the endpoint answers without streaming; its `text_field` is the whole generated text), or
+    one `error` event."""
+    sent = []
+
+    def render(kind, value):
+        if kind == "token":
+            sent.append(value)
+            return [sse({"text": value}, "token")]
+        if kind == "error":
+            return [sse(error_body(value)[1], "error")]
+        result = result_of(value)
+        tail = unsent_tail(result[text_field], "".join(sent))
+        return ([sse({"text": tail}, "token")] if tail else []) + [sse(result, "result")]
+
+    return render
 
 
 def router(server: CagServer) -> APIRouter:
@@ -26,13 +46,8 @@ def router(server: CagServer) -> APIRouter:
         if not body.stream:
             return (await run_in_threadpool(server.ask, request)).result.to_dict()
         server.check_ask(request)
-
-        def render(kind, value):
-            if kind == "token":
-                return [sse({"text": value}, "token")]
-            return [sse(value.result.to_dict(), "result") if kind == "done" else sse(error_body(value)[1], "error")]
-
-        return await stream_response(lambda on_token: server.ask(request, on_token), render)
+        return await stream_response(lambda on_token: server.ask(request, on_token),
+                                     token_events(lambda answered: answered.result.to_dict()))
 
     @r.post("/v1/chat/completions")
     async def chat_completions(body: ChatBody):
@@ -43,17 +58,20 @@ def router(server: CagServer) -> APIRouter:
             return completion(await run_in_threadpool(server.ask, request), body.model, max_new, notes)
         server.check_ask(request)
         cid, created = new_id()
-        opened = []
+        sent = []
 
         def render(kind, value):
             if kind == "token":
-                delta = {"content": value} if opened else {"role": "assistant", "content": value}
-                opened.append(True)
+                delta = {"content": value} if sent else {"role": "assistant", "content": value}
+                sent.append(value)
                 return [sse(chunk(cid, created, body.model, delta))]
             if kind == "error":
                 return [sse(error_body(value)[1]), sse("[DONE]")]
-            last = chunk(cid, created, body.model, {} if opened else {"role": "assistant", "content": ""},
-                         finish_reason(value, max_new), usage=usage(value), cag=extension(value, notes))
+            delta = {"content": unsent_tail(value.result.answer, "".join(sent))}
+            if not sent:
+                delta["role"] = "assistant"
+            last = chunk(cid, created, body.model, delta, finish_reason(value, max_new), usage=usage(value),
+                         cag=extension(value, notes))
             return [sse(last), sse("[DONE]")]
 
         return await stream_response(lambda on_token: server.ask(request, on_token), render)

@@ -92,7 +92,7 @@ class CagServer:
             tokenizer = context.lm.tokenizer
             layout = prompt_layout(tokenizer)
             prompt = len(layout.prefix_ids) + result.context_tokens + len(layout.question_ids(tokenizer, request.question))
-            return result, prompt, len(tokenizer(result.answer, add_special_tokens=False)["input_ids"])
+            return result, prompt, len(result.answer_ids)
 
         ran = self.pool.run(request.model, job)
         result, prompt, completion = ran.value

@@ -4,10 +4,10 @@ history) or a record written elsewhere (an agent's notes)."""
 from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
-from cag.server.errors import error_body
+from cag.server.routes import token_events
 from cag.server.schemas import RecordBody, SessionBody, TurnBody
 from cag.server.service import CagServer
-from cag.server.streaming import sse, stream_response
+from cag.server.streaming import stream_response
 from cag.server.turns import TurnRequest
 
 
@@ -32,12 +32,7 @@ def session_router(server: CagServer) -> APIRouter:
                               body.max_new_tokens)
         if not body.stream:
             return await run_in_threadpool(server.turn, sid, request)
-
-        def render(kind, value):
-            if kind == "token":
-                return [sse({"text": value}, "token")]
-            return [sse(value, "result") if kind == "done" else sse(error_body(value)[1], "error")]
-
-        return await stream_response(lambda on_token: server.turn(sid, request, on_token), render)
+        return await stream_response(lambda on_token: server.turn(sid, request, on_token),
+                                     token_events(lambda result: result, "reply"))
 
     return r

@@ -45,8 +45,9 @@ def write_corpus(folder: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def served_store(tiny_models, server_home, tmp_path_factory):
-    """A store of CORPUS (encoder caches and the generator's own), and a tiny MoT translator
-    (random weights: its answers are noise, its plumbing is real) installed in the cag home."""
+    """A store of CORPUS (encoder caches and the generator's own, in fp32: the tiny models' answers
+    are compared exactly), and a tiny MoT translator (random weights: its answers are noise, its
+    plumbing is real) installed in the cag home."""
     from mot.checkpoint import save_translator
     from mot.registry import file_stem
     from mot.translator import Translator, make_spec
@@ -55,7 +56,8 @@ def served_store(tiny_models, server_home, tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("CAG_HOME", str(server_home))
         ingest([write_corpus(root / "corpus")], root / "store",
-               IngestOptions(encoder=tiny_models["encoder"], chunk_tokens=32, also_for=(tiny_models["generator"],)))
+               IngestOptions(encoder=tiny_models["encoder"], chunk_tokens=32, also_for=(tiny_models["generator"],),
+                             cache_dtype="fp32"))
         encoder, generator = load_model(tiny_models["encoder"]), load_model(tiny_models["generator"])
         torch.manual_seed(0)
         translator = Translator(make_spec("mot", encoder, generator))
@@ -89,15 +91,44 @@ class LiveServer:
 
 
 @pytest.fixture(scope="session")
-def live(served_store, tiny_models, server_home, tmp_path_factory):
-    """The default test server: both tiny models served, ingest allowed under one root."""
+def start_server(server_home):
+    """start_server(ServeConfig) -> a LiveServer, closed at the end of the session."""
+    started = []
+
+    def start(config: ServeConfig) -> LiveServer:
+        started.append(LiveServer(config, server_home))
+        return started[-1]
+
+    yield start
+    for server in started:
+        server.close()
+
+
+@pytest.fixture(scope="session")
+def live(served_store, tiny_models, start_server, tmp_path_factory):
+    """The default test server: the tiny generator served (and the store's encoder), ingest allowed
+    under one root."""
     roots = tmp_path_factory.mktemp("ingest_root")
-    config = ServeConfig(store=served_store, port=0, models=(tiny_models["generator"],), max_loaded=3,
-                         ingest_roots=(str(roots),), max_body_bytes=64 * 1024, max_new_tokens=64)
-    server = LiveServer(config, server_home)
+    server = start_server(ServeConfig(store=served_store, port=0, models=(tiny_models["generator"],), max_loaded=3,
+                                      ingest_roots=(str(roots),), max_body_bytes=64 * 1024, max_new_tokens=64))
     server.ingest_root = roots
-    yield server
-    server.close()
+    return server
+
+
+def parse_events(text: str) -> list[tuple[str, dict]]:
+    """(event, data) of a server-sent event stream (data as JSON)."""
+    import json
+
+    found = []
+    for block in text.strip().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines())
+        found.append((fields.get("event", "message"), json.loads(fields["data"])))
+    return found
+
+
+@pytest.fixture
+def sse_events():
+    return parse_events
 
 
 @pytest.fixture

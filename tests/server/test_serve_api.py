@@ -1,8 +1,6 @@
 """/v1/ask (JSON and streamed), /v1/models, /v1/health, /metrics, and the error table: every
 refusal is a 4xx with a one-line JSON error, and the server keeps serving."""
 
-import json
-
 import pytest
 
 from cag.ask import ask
@@ -11,15 +9,6 @@ from cag.retrieval import Retriever
 from cag.store import Store
 
 QUESTION = "How long can the European lobster grow?"
-
-
-def events(text: str) -> list[tuple[str, dict]]:
-    """(event, data) of a server-sent event stream."""
-    found = []
-    for block in text.strip().split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in block.splitlines())
-        found.append((lines.get("event", "message"), json.loads(lines["data"])))
-    return found
 
 
 def test_ask_answers_as_cag_ask_json_does(client, tiny_models, served_store):
@@ -43,15 +32,15 @@ def test_ask_answers_as_cag_ask_json_does(client, tiny_models, served_store):
     assert len(default["sources"]) == 3 and default["notes"][0].startswith("mode auto")
 
 
-def test_streamed_tokens_add_up_to_the_answer(client, tiny_models):
+def test_streamed_tokens_add_up_to_the_answer(client, sse_events):
     body = {"question": QUESTION, "mode": "direct", "max_new_tokens": 8, "stream": True}
     with client.stream("POST", "/v1/ask", json=body) as reply:
         assert reply.status_code == 200 and reply.headers["content-type"].startswith("text/event-stream")
         text = reply.read().decode()
-    found = events(text)
+    found = sse_events(text)
     tokens = [data["text"] for kind, data in found if kind == "token"]
     kind, result = found[-1]
-    assert kind == "result" and tokens and "".join(tokens).strip() == result["answer"]
+    assert kind == "result" and tokens and "".join(tokens).strip() == result["answer"]  # every piece sent
     assert result["mode"] == "direct" and result["timings_ms"]["ttft"] > 0
 
 
