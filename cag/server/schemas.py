@@ -36,6 +36,7 @@ class TurnBody(_Strict):
     model: str | None = None
     history_mode: str = "auto"  # auto, native, translated, direct, or any registered mode
     max_new_tokens: int = Field(64, ge=1)
+    remember: bool = True  # false: ask the history without adding this turn to it
     stream: bool = False
 
 

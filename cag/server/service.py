@@ -159,14 +159,15 @@ class CagServer:
             ran = self.pool.run(request.model, job)
             answer: TurnAnswer = ran.value
             answer.timings_ms["queue"] = round(ran.queue_ms, 1)
-            added = self.sessions.append(sid, [("user", "user", request.message),
-                                               ("assistant", request.model, answer.reply or "(no answer)")])
-            report = self._sync(sid, memory)
+            added = []
+            if request.remember:
+                added = self.sessions.append(sid, [("user", "user", request.message),
+                                                   ("assistant", request.model, answer.reply or "(no answer)")])
+                answer.timings_ms["ingest"] = round(self._sync(sid, memory).seconds * 1e3, 1)
         self.metrics.answer(f"history-{answer.history.mode}", request.model, answer.timings_ms["ttft"], ran.queue_ms)
-        answer.timings_ms["ingest"] = round(report.seconds * 1e3, 1)
-        return {"session": sid, "turn": added[0].turn, "model": request.model, "reply": answer.reply,
-                "history": asdict(answer.history), "timings_ms": answer.timings_ms, "notes": answer.notes,
-                "records": [r.to_json() for r in added]}
+        return {"session": sid, "turn": (records[-1].turn if records else 0) + 1, "model": request.model,
+                "reply": answer.reply, "history": asdict(answer.history), "timings_ms": answer.timings_ms,
+                "notes": answer.notes, "records": [r.to_json() for r in added]}
 
     def _catch_up(self, sid: str, memory: str) -> None:
         """A turn killed after its records were written and before they were ingested: ingest now."""

@@ -27,6 +27,7 @@ class TurnRequest:
     model: str
     history_mode: str = "auto"
     max_new_tokens: int = 64
+    remember: bool = True  # False: the message and the reply are not added to the history
 
 
 @dataclass

@@ -59,6 +59,8 @@ def test_a_history_moves_between_models(client, tiny_models, served_store):
     spaces = cache_spaces(served_store, sid)
     assert spaces["translated"] == len(texts) - 2 and spaces["encoder"] == len(texts)  # not the two newest
 
+    peek = turn(client, sid, "Just asking.", remember=False)  # read the history, add nothing to it
+    assert peek["turn"] == 6 and peek["records"] == [] and peek["history"]["records"] == 10
     session = client.get(f"/v1/sessions/{sid}").json()
     assert [r["n"] for r in session["records"]] == list(range(1, 11))
     assert [r["author"] for r in session["records"]][4:6] == ["user", encoder]
