@@ -46,10 +46,12 @@ class AskResult:
     timings_ms: dict
     notes: list = field(default_factory=list)
     retrieved: list = field(default_factory=list, repr=False)  # [Retrieved], best first; not in JSON
+    answer_ids: list = field(default_factory=list, repr=False)  # the generated token ids; not in JSON
 
     def to_dict(self) -> dict:
         data = asdict(self)
         data.pop("retrieved")
+        data.pop("answer_ids")
         return data
 
 
@@ -125,4 +127,4 @@ def ask(question: str, store_dir: Path | None = None, model: str = DEFAULT_GENER
     sources = [Source(r.chunk.doc, r.chunk.idx, round(r.score, 4)) for r in retrieval.results] if retrieval else []
     return AskResult(generation.text, chosen.name, lm.name, sources, built.context_tokens,
                      {k: round(v, 1) for k, v in timings.items()}, notes,
-                     retrieval.results if retrieval else [])
+                     retrieval.results if retrieval else [], generation.token_ids)

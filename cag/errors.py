@@ -7,3 +7,7 @@ class CagError(Exception):
 
 class CorruptCacheError(CagError):
     """A stored chunk cache failed its integrity check (truncated, corrupted or not a cag file)."""
+
+
+class StoreBusyError(CagError):
+    """Another process holds a store's write lock (a second writer is refused, not queued)."""

@@ -40,6 +40,7 @@ class Retriever:
         if embedder is not None:
             store.check_embedder(embedder.name)
         self._embedder = embedder
+        self._embedder_warm = False
 
     @property
     def embedder(self) -> Embedder:
@@ -50,8 +51,11 @@ class Retriever:
 
     def warm_up(self) -> None:
         """Pay the one-time costs before questions are timed: the embedder loaded and run once,
-        the index read (or rebuilt)."""
-        self.embedder.encode(["warm-up"])
+        the index read (or rebuilt). The embedder runs once per retriever; the index is checked each
+        time (another process's ingest may have changed the catalog)."""
+        if not self._embedder_warm:
+            self.embedder.encode(["warm-up"])
+            self._embedder_warm = True
         self.store.index()
 
     def retrieve(self, question: str, top_k: int) -> Retrieval:

@@ -11,6 +11,7 @@ from cli.demo import demo_command
 from cli.evaluate import eval_command
 from cli.ingest import ingest_command
 from cli.models import models_command
+from cli.serve import serve_command
 from cli.train import train_command
 from cli.train_reader import train_reader_command
 
@@ -40,3 +41,4 @@ app.add_typer(store_cli.app, name="store")
 app.command("eval")(eval_command)
 app.command("train")(train_command)
 app.command("train-reader")(train_reader_command)
+app.command("serve")(serve_command)

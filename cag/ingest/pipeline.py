@@ -98,7 +98,9 @@ def _file_sha256(path: Path) -> str:
 
 
 def ingest(paths: list, store_dir: Path | None = None, options: IngestOptions = IngestOptions(),
-           progress: Progress | None = None) -> IngestReport:
+           progress: Progress | None = None, encoder_lm=None, embedder: Embedder | None = None) -> IngestReport:
+    """Ingest `paths` into the store at `store_dir`. A long-lived caller (the server) passes the
+    encoder (`encoder_lm`, a LoadedModel of `options.encoder`) and the embedder it keeps loaded."""
     start = time.perf_counter()
     progress = progress or Progress()
     roots = [Path(p).expanduser() for p in paths]
@@ -107,8 +109,10 @@ def ingest(paths: list, store_dir: Path | None = None, options: IngestOptions = 
         raise CagError(f"No such file or folder: {', '.join(missing)}.")
     check_cache_dtype(options.cache_dtype)
     _check_existing_store(store_dir, options)
-    encoder = load_model(options.encoder, options.dtype, options.device)
-    embedder = load_embedder(options.embedder)
+    encoder = encoder_lm or load_model(options.encoder, options.dtype, options.device)
+    embedder = embedder or load_embedder(options.embedder)
+    if embedder.name != options.embedder:
+        raise CagError(f"The embedder given is {embedder.name}, the options name {options.embedder}.")
     config = StoreConfig(encoder.name, encoder.fingerprint, options.embedder, embedder.dim,
                          options.faiss_factory, options.chunk_tokens, options.chunk_overlap,
                          options.cache_dtype)

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from cag.atomic import atomic_write_text
-from cag.errors import CagError, CorruptCacheError
+from cag.errors import CagError, CorruptCacheError, StoreBusyError
 from cag.home import cag_home
 from cag.kv.chunk_cache import ChunkCache
 from cag.kv.serde import load_chunk_cache
@@ -121,7 +121,7 @@ class Store:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError as exc:
-                raise CagError(f"Another cag process is writing to store {self.folder}; "
+                raise StoreBusyError(f"Another cag process is writing to store {self.folder}; "
                                "wait for it to finish.") from exc
             yield
 

@@ -1,0 +1,204 @@
+"""Multi-agent memory reuse on HotpotQA, through cag serve's sessions (the server's own code, in
+process, without HTTP):
+
+- agent A (`--agent-a`, default smollm2-135m, the session's memory model) reads the question's
+  paragraphs (in order, up to `--budget` of its tokens) and writes short notes (greedy, at most
+  `--note-tokens`) into a session; the session ingests them (A's chunk caches);
+- agent B (`--agent-b`, default qwen2.5-coder-0.5b) answers the question from that history:
+  (a) `translated`: A's caches translated by the MoT translator A -> B, (b) `direct`: B reads the
+  notes as text, (c) `none`: B alone, and (d) `paragraphs`: B reads the paragraphs themselves (the
+  reference; not a history).
+
+Each of B's turns is asked with `remember: false`, so every mode reads the same history (A's notes
+alone). Scores: SQuAD F1/EM of B's first answer line, per-mode means with bootstrap 95% intervals,
+paired differences with bootstrap 95% intervals; B's TTFT (from the start of the turn's work to its
+first token: reading the history, translating it in (a), prefilling the question).
+
+Predictions go to records/multi_agent-hotpotqa.predictions.jsonl (appended per question; a killed
+run resumes), the summary to records/multi_agent-hotpotqa.json.
+Usage: python benchmarks/bench_multi_agent.py [--limit 60] [--seed 0]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+
+from cag.ingest.pipeline import IngestOptions, ingest
+from cag.kv.generate import greedy_generate
+from cag.modes import ContextRequest, get_mode
+from cag.prompt import prompt_layout
+from cag.server.config import ServeConfig
+from cag.server.service import CagServer
+from cag.server.turns import TurnRequest
+from eval.datasets import load_examples, resolve_dataset, sample
+from eval.metrics import bootstrap_difference_ci, squad_scores
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORD = ROOT / "records" / "multi_agent-hotpotqa.json"
+PREDICTIONS = ROOT / "records" / "multi_agent-hotpotqa.predictions.jsonl"
+HISTORY_MODES = ("translated", "direct", "none")
+MODES = HISTORY_MODES + ("paragraphs",)
+NOTE_REQUEST = ("Write down the facts from these paragraphs that are needed to answer the question "
+                "\"{question}\". Write only the facts, briefly.")
+
+
+def paragraphs_within(example: dict, tokenizer, budget: int) -> list[str]:
+    """The example's paragraphs ("title\\ntext"), in order, as long as they fit in `budget` tokens."""
+    kept, used = [], 0
+    for doc in example["documents"]:
+        text = f"{doc.get('title', '')}\n{doc['text']}".strip()
+        n = len(tokenizer(text, add_special_tokens=False)["input_ids"])
+        if used + n > budget:
+            break
+        kept.append(text)
+        used += n
+    return kept
+
+
+def notes_of_a(server: CagServer, agent: str, example: dict, budget: int, max_tokens: int) -> dict:
+    """Agent A reads the paragraphs (its chat template, the paragraphs then the request) and writes notes."""
+    def job(context):
+        tokenizer = context.lm.tokenizer
+        paragraphs = paragraphs_within(example, tokenizer, budget)
+        content = "Paragraphs:\n" + "\n\n".join(paragraphs) + "\n\n" + NOTE_REQUEST.format(question=example["question"])
+        ids = tokenizer.apply_chat_template([{"role": "user", "content": content}], add_generation_prompt=True,
+                                            tokenize=True, return_dict=False)
+        generation = greedy_generate(context.lm, ids, None, max_tokens)
+        return {"notes": generation.text, "paragraphs": paragraphs, "prompt_tokens": len(ids),
+                "note_tokens": len(generation.token_ids), "ttft_ms": round(generation.ttft_seconds * 1e3, 1),
+                "total_ms": round(generation.total_seconds * 1e3, 1)}
+
+    return server.pool.run(agent, job).value
+
+
+def b_reads_paragraphs(server: CagServer, agent: str, question: str, paragraphs: list[str], max_tokens: int) -> dict:
+    """The reference: B reads the paragraphs as text (cag's direct mode) and answers."""
+    def job(context):
+        lm = context.lm
+        layout = prompt_layout(lm.tokenizer)
+        start = time.perf_counter()
+        q_ids = layout.question_ids(lm.tokenizer, question)
+        request = ContextRequest(None, lm, layout, [SimpleNamespace(text=p) for p in paragraphs], q_ids)
+        built = get_mode("direct").build(request)
+        begin = time.perf_counter()
+        generation = greedy_generate(lm, built.lead_ids + q_ids, built.context, max_tokens)
+        return {"reply": generation.text, "ttft_ms": round((begin - start + generation.ttft_seconds) * 1e3, 1),
+                "context_tokens": built.context_tokens}
+
+    return server.pool.run(agent, job).value
+
+
+def answer_line(text: str) -> str:
+    return text.split("\n")[0].strip()
+
+
+def run_example(server: CagServer, args, example: dict) -> dict:
+    a = notes_of_a(server, args.agent_a, example, args.budget, args.note_tokens)
+    sid = server.create_session(args.agent_a)["id"]
+    server.add_record(sid, "note", args.agent_a, a["notes"] or "(no notes)")
+    modes = {}
+    for mode in HISTORY_MODES:
+        turn = server.turn(sid, TurnRequest(example["question"], args.agent_b, mode, args.answer_tokens, remember=False))
+        history = turn["history"]
+        modes[mode] = {"reply": turn["reply"], "ttft_ms": turn["timings_ms"]["ttft"], "mode_used": history["mode"],
+                       "history_tokens": history["tokens"], "history_chunks": history["chunks"],
+                       "translate_ms": turn["timings_ms"].get("translate", 0.0)}
+    modes["paragraphs"] = b_reads_paragraphs(server, args.agent_b, example["question"], a["paragraphs"],
+                                             args.answer_tokens)
+    for record in modes.values():
+        record["prediction"] = answer_line(record["reply"])
+        record.update(squad_scores(record["prediction"], example["answers"]))
+    return {"id": example["id"], "question": example["question"], "answers": example["answers"],
+            "notes": a["notes"], "a": {k: v for k, v in a.items() if k not in ("notes", "paragraphs")},
+            "paragraphs": len(a["paragraphs"]), "session": sid, "modes": modes}
+
+
+def interval(values: list[float]) -> list[float]:
+    mean, low, high = bootstrap_difference_ci(values, [0.0] * len(values))
+    return [round(mean, 2), round(low, 2), round(high, 2)]
+
+
+def summarize(rows: list[dict]) -> dict:
+    f1 = {m: [r["modes"][m]["f1"] for r in rows] for m in MODES}
+    modes = {m: {"f1": interval(f1[m]), "em": round(statistics.mean(r["modes"][m]["em"] for r in rows), 2),
+                 "ttft_median_ms": round(statistics.median(r["modes"][m]["ttft_ms"] for r in rows), 1),
+                 "ttft_mean_ms": round(statistics.mean(r["modes"][m]["ttft_ms"] for r in rows), 1)}
+             for m in MODES}
+    for m in HISTORY_MODES:
+        modes[m]["history_tokens_mean"] = round(statistics.mean(r["modes"][m]["history_tokens"] for r in rows), 1)
+    modes["paragraphs"]["context_tokens_mean"] = round(statistics.mean(r["modes"]["paragraphs"]["context_tokens"]
+                                                                       for r in rows), 1)
+    pairs = (("translated", "direct"), ("translated", "none"), ("direct", "none"), ("paragraphs", "translated"),
+             ("paragraphs", "direct"))
+    differences = {f"{a} - {b}": [round(x, 2) for x in bootstrap_difference_ci(f1[a], f1[b])] for a, b in pairs}
+    a = {"note_tokens_mean": round(statistics.mean(r["a"]["note_tokens"] for r in rows), 1),
+         "prompt_tokens_mean": round(statistics.mean(r["a"]["prompt_tokens"] for r in rows), 1),
+         "ttft_median_ms": round(statistics.median(r["a"]["ttft_ms"] for r in rows), 1)}
+    return {"n": len(rows), "modes": modes, "f1_differences_ci95": differences, "agent_a": a}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=int, default=60)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--budget", type=int, default=2048, help="paragraph tokens agent A reads")
+    parser.add_argument("--note-tokens", type=int, default=64)
+    parser.add_argument("--answer-tokens", type=int, default=32)
+    parser.add_argument("--agent-a", default="smollm2-135m")
+    parser.add_argument("--agent-b", default="qwen2.5-coder-0.5b")
+    parser.add_argument("--dtype", default="fp32")
+    parser.add_argument("--record", type=Path, default=RECORD)
+    parser.add_argument("--predictions", type=Path, default=PREDICTIONS)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads here and in the processes started (OMP_NUM_THREADS); default torch's")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    path, task = resolve_dataset("hotpotqa", None)
+    examples = sample(load_examples(path, task), task, args.limit, args.seed)
+    done = {}
+    if args.predictions.is_file():
+        done = {r["id"]: r for r in map(json.loads, args.predictions.read_text().splitlines())}
+    load = [os.getloadavg()[0]]
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Path(tmp) / "store"  # an empty main store: the sessions live under it
+        (Path(tmp) / "empty").mkdir()
+        ingest([Path(tmp) / "empty"], store, IngestOptions(encoder=args.agent_a, dtype=args.dtype))
+        server = CagServer(ServeConfig(store=store, models=(args.agent_b,), max_loaded=2, dtype=args.dtype,
+                                       max_new_tokens=max(args.note_tokens, args.answer_tokens)))
+        server.warm_up()
+        try:
+            with open(args.predictions, "a", encoding="utf-8") as out:
+                for i, example in enumerate(examples, 1):
+                    if example["id"] in done:
+                        continue
+                    row = run_example(server, args, example)
+                    out.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    out.flush()
+                    done[row["id"]] = row
+                    print(f"{i}/{len(examples)} " + " ".join(f"{m} {row['modes'][m]['f1']:.0f}" for m in MODES),
+                          flush=True)
+                    load.append(os.getloadavg()[0])
+        finally:
+            server.close()
+    rows = [done[ex["id"]] for ex in examples if ex["id"] in done]
+    record = {"date": time.strftime("%Y-%m-%d"), "dataset": "hotpotqa distractor dev sample", "seed": args.seed,
+              "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "threads": torch.get_num_threads(), "device": "cpu",
+              "seconds_this_run": round(time.perf_counter() - start, 1),
+              "load_average_1min": {"min": min(load), "max": max(load)},
+              "predictions": args.predictions.name, **summarize(rows)}
+    args.record.write_text(json.dumps(record, indent=2))
+    print(json.dumps(record["modes"], indent=1), json.dumps(record["f1_differences_ci95"]), sep="\n")
+
+
+if __name__ == "__main__":
+    main()

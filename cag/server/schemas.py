@@ -1,0 +1,69 @@
+"""Request bodies. cag's own endpoints refuse unknown fields (a typo is named, not ignored); the
+OpenAI-compatible one accepts the fields OpenAI clients send and ignores those it does not use."""
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AskBody(_Strict):
+    question: str
+    model: str | None = None  # default: the server's first --models
+    mode: str = "auto"
+    top_k: int = Field(3, ge=1)
+    max_new_tokens: int = Field(64, ge=1)
+    stream: bool = False
+
+
+class UploadedDocument(_Strict):
+    name: str  # a plain file name with a text suffix (notes.md); saved under STORE/uploads/
+    text: str
+
+
+class IngestBody(_Strict):
+    paths: list[str] = []  # under the server's --ingest-root folders
+    documents: list[UploadedDocument] = []
+
+
+class SessionBody(_Strict):
+    memory_model: str | None = None  # default: the store's encoder
+
+
+class TurnBody(_Strict):
+    message: str
+    model: str | None = None
+    history_mode: str = "auto"  # auto, native, translated, direct, or any registered mode
+    max_new_tokens: int = Field(64, ge=1)
+    remember: bool = True  # false: ask the history without adding this turn to it
+    stream: bool = False
+
+
+class RecordBody(_Strict):
+    author: str  # the agent (or model) that wrote it
+    content: str
+    role: str = "note"
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    role: str
+    content: str | list | None = None  # a string, or OpenAI content parts ({"type": "text", "text": ...})
+
+
+class CagOptions(_Strict):
+    """The `cag` extension field of a chat completion request."""
+
+    mode: str = "auto"
+    top_k: int = Field(3, ge=1)
+
+
+class ChatBody(BaseModel):
+    model_config = ConfigDict(extra="allow")  # temperature, top_p, user, ...: accepted, unused (greedy)
+    model: str
+    messages: list[ChatMessage]
+    stream: bool = False
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    cag: CagOptions = CagOptions()

@@ -1,0 +1,104 @@
+"""/v1/ask (JSON and streamed), /v1/models, /v1/health, /metrics, and the error table: every
+refusal is a 4xx with a one-line JSON error, and the server keeps serving."""
+
+import pytest
+
+from cag.ask import ask
+from cag.models import load_model
+from cag.retrieval import Retriever
+from cag.store import Store
+
+QUESTION = "How long can the European lobster grow?"
+
+
+def test_ask_answers_as_cag_ask_json_does(client, tiny_models, served_store):
+    body = {"question": QUESTION, "model": tiny_models["generator"], "mode": "native", "top_k": 2, "max_new_tokens": 6}
+    reply = client.post("/v1/ask", json=body)
+    assert reply.status_code == 200, reply.text
+    data = reply.json()
+    assert set(data) == {"answer", "mode", "model", "sources", "context_tokens", "timings_ms", "notes"}
+    assert data["mode"] == "native" and data["model"] == tiny_models["generator"] and len(data["sources"]) == 2
+    assert {"ttft", "warmup", "queue", "prefill"} <= set(data["timings_ms"])
+    # the same answer as in process, with the same model and store
+    store = Store.open(served_store)
+    local = ask(QUESTION, model=tiny_models["generator"], top_k=2, mode="native", max_new_tokens=6,
+                lm=load_model(tiny_models["generator"]), retriever=Retriever(store))
+    store.close()
+    assert data["answer"] == local.answer and data["context_tokens"] == local.context_tokens
+    assert [s["doc"] for s in data["sources"]] == [s.doc for s in local.sources]
+    # defaults as `cag ask`: the first served model, mode auto (native here: the generator's own caches)
+    default = client.post("/v1/ask", json={"question": QUESTION, "max_new_tokens": 2}).json()
+    assert default["model"] == tiny_models["generator"] and default["mode"] == "native"
+    assert len(default["sources"]) == 3 and default["notes"][0].startswith("mode auto")
+
+
+def test_streamed_tokens_add_up_to_the_answer(client, sse_events):
+    body = {"question": QUESTION, "mode": "direct", "max_new_tokens": 8, "stream": True}
+    with client.stream("POST", "/v1/ask", json=body) as reply:
+        assert reply.status_code == 200 and reply.headers["content-type"].startswith("text/event-stream")
+        text = reply.read().decode()
+    found = sse_events(text)
+    tokens = [data["text"] for kind, data in found if kind == "token"]
+    kind, result = found[-1]
+    assert kind == "result" and tokens and "".join(tokens).strip() == result["answer"]  # every piece sent
+    assert result["mode"] == "direct" and result["timings_ms"]["ttft"] > 0
+
+
+def test_models_health_and_metrics(client, tiny_models):
+    client.post("/v1/ask", json={"question": QUESTION, "mode": "native", "max_new_tokens": 2})
+    client.post("/v1/ask", json={"question": QUESTION, "model": "nobody"})
+    models = client.get("/v1/models").json()
+    assert models["object"] == "list"
+    by_id = {m["id"]: m for m in models["data"]}
+    assert by_id[tiny_models["generator"]]["role"] == "generator" and by_id[tiny_models["generator"]]["loaded"]
+    assert by_id[tiny_models["encoder"]]["role"] == "encoder"
+    health = client.get("/v1/health").json()
+    assert health["status"] == "ok" and tiny_models["generator"] in health["loaded"]
+    text = client.get("/metrics").text
+    generator = tiny_models["generator"]
+    assert 'cag_requests_total{endpoint="/v1/ask",status="200"}' in text
+    assert 'cag_request_errors_total{endpoint="/v1/ask",status="404"}' in text
+    assert f'cag_ttft_seconds_bucket{{le="0.01",mode="native",model="{generator}"}}' in text
+    assert f'cag_queue_seconds_count{{mode="native",model="{generator}"}}' in text
+
+
+@pytest.mark.parametrize("send, status, words", [
+    (dict(content=b'{"question": "x",', headers={"content-type": "application/json"}), 400, "Malformed JSON"),
+    (dict(json={"question": QUESTION, "model": "gpt-9"}), 404, "Unknown model 'gpt-9'"),
+    (dict(json={"question": QUESTION, "mode": "telepathy"}), 400, "Unknown mode 'telepathy'"),
+    (dict(json={"question": "  "}), 400, "The question is empty"),
+    (dict(json={"question": QUESTION, "top_k": 0}), 422, "top_k"),
+    (dict(json={"question": QUESTION, "top_k": 65}), 400, "over this server's limit of 64"),
+    (dict(json={"question": QUESTION, "max_new_tokens": 65}), 400, "max_new_tokens must be 1-64"),
+    (dict(json={"questoin": QUESTION}), 422, "questoin: Extra inputs are not permitted"),
+    (dict(json={"question": "lobster " * 3000, "mode": "direct"}), 400, "at most 4096"),
+    (dict(content=b"x" * (65 * 1024), headers={"content-type": "application/json"}), 413, "over this server's limit"),
+])
+def test_bad_requests_are_4xx_with_a_one_line_error(client, send, status, words):
+    reply = client.post("/v1/ask", **send)
+    assert reply.status_code == status, reply.text
+    body = reply.json()
+    assert set(body) == {"error"} and words in body["error"] and "\n" not in body["error"]
+    assert client.post("/v1/ask", json={"question": QUESTION, "max_new_tokens": 1}).status_code == 200
+
+
+def test_unknown_paths_methods_and_a_streamed_refusal(client):
+    assert client.get("/v1/nothing").json() == {"error": "Not found: /v1/nothing"}
+    assert client.get("/v1/ask").status_code == 405
+    # a stream refused before its first token is a plain 4xx, not an event stream
+    reply = client.post("/v1/ask", json={"question": "lobster " * 3000, "mode": "direct", "stream": True})
+    assert reply.status_code == 400 and "at most 4096" in reply.json()["error"]
+
+
+def test_an_internal_error_is_a_500_in_one_line_and_the_server_goes_on(client, monkeypatch):
+    import cag.server.service as service
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("secret internals\nsecond line")
+
+    monkeypatch.setattr(service, "ask", broken)
+    reply = client.post("/v1/ask", json={"question": QUESTION})
+    assert reply.status_code == 500
+    assert reply.json() == {"error": "Internal error (RuntimeError); the server log has the details."}
+    monkeypatch.undo()
+    assert client.post("/v1/ask", json={"question": QUESTION, "max_new_tokens": 1}).status_code == 200
