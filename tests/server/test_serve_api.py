@@ -71,7 +71,7 @@ def test_models_health_and_metrics(client, tiny_models):
     (dict(json={"question": QUESTION, "top_k": 65}), 400, "over this server's limit of 64"),
     (dict(json={"question": QUESTION, "max_new_tokens": 65}), 400, "max_new_tokens must be 1-64"),
     (dict(json={"questoin": QUESTION}), 422, "questoin: Extra inputs are not permitted"),
-    (dict(json={"question": "lobster " * 3000, "mode": "direct"}), 400, "at most 4096"),
+    (dict(json={"question": "lobster " * 3000, "mode": "direct"}), 400, "at most 4,096"),
     (dict(content=b"x" * (65 * 1024), headers={"content-type": "application/json"}), 413, "over this server's limit"),
 ])
 def test_bad_requests_are_4xx_with_a_one_line_error(client, send, status, words):
@@ -87,7 +87,7 @@ def test_unknown_paths_methods_and_a_streamed_refusal(client):
     assert client.get("/v1/ask").status_code == 405
     # a stream refused before its first token is a plain 4xx, not an event stream
     reply = client.post("/v1/ask", json={"question": "lobster " * 3000, "mode": "direct", "stream": True})
-    assert reply.status_code == 400 and "at most 4096" in reply.json()["error"]
+    assert reply.status_code == 400 and "at most 4,096" in reply.json()["error"]
 
 
 def test_an_internal_error_is_a_500_in_one_line_and_the_server_goes_on(client, monkeypatch):
