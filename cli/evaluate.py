@@ -73,6 +73,10 @@ def eval_command(
                         keep_translated=keep_translated)
     cluster = ray_options(ray, ray_workers, ray_cpus_per_worker)
     with progress_bars() as progress:
-        run = run_eval(config, progress, ray=cluster)
+        if cluster is None:
+            run = run_eval(config, progress)
+        else:
+            from eval.ray_eval import run_eval_on_ray
+            run = run_eval_on_ray(config, cluster, progress)
     typer.echo((run / "report.md").read_text())
     typer.echo(f"Run folder: {run}")

@@ -75,8 +75,10 @@ class EvalWorker:
                                  spec.max_new_tokens, spec.option_score, spec.options) for mode in modes]
 
 
-def run_eval_on_ray(config: EvalConfig, ray_options: RayOptions, progress: Progress):
-    """eval.runner.run_eval on a Ray cluster; the run folder."""
+def run_eval_on_ray(config: EvalConfig, ray_options: RayOptions = RayOptions(), progress: Progress | None = None):
+    """eval.runner.run_eval on a Ray cluster (the same run folder: a run may move between the two); the
+    run folder."""
+    progress = progress or Progress()
     with connect(ray_options) as cluster:
         plan = plan_workers(cluster, 1, ray_options, config.device)
         config = replace(config, device=plan.device, dtype=resolve_dtype(config.dtype, plan.device))

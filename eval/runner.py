@@ -107,13 +107,9 @@ def default_run_dir(config: EvalConfig, path: Path, task: str) -> Path:
     return Path("runs") / f"eval-{path.parent.name}-{path.stem}-{task}-{model}-n{config.limit or 'all'}-s{config.seed}{setting}"
 
 
-def run_eval(config: EvalConfig, progress: Progress | None = None, ray=None) -> Path:
-    """Run (or resume) the evaluation; its run folder. `ray` (cag.distributed.options.RayOptions):
-    spread the ingest and the examples over a Ray cluster's workers (eval.ray_eval)."""
+def run_eval(config: EvalConfig, progress: Progress | None = None) -> Path:
+    """Run (or resume) the evaluation; its run folder. On a Ray cluster: eval.ray_eval.run_eval_on_ray."""
     progress = progress or Progress()
-    if ray is not None:
-        from eval.ray_eval import run_eval_on_ray
-        return run_eval_on_ray(config, ray, progress)
     device = resolve_device(config.device)
     config = replace(config, device=device, dtype=resolve_dtype(config.dtype, device))
     run = prepare_run(config, progress)

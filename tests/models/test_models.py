@@ -124,3 +124,13 @@ def test_bf16_load_keeps_the_fingerprint(tmp_path):
     assert next(bf16.model.parameters()).dtype == torch.bfloat16
     assert next(fp32.model.parameters()).dtype == torch.float32
     assert bf16.fingerprint == fp32.fingerprint  # translators and native caches stay valid across dtypes
+
+
+def test_identity_without_weights_is_the_loaded_models(tiny_models):
+    """A Ray driver names cache spaces from model_identity; its workers load the model: the same."""
+    from cag.models.loading import model_identity
+    for name in tiny_models.values():
+        identity, lm = model_identity(name), load_model(name)
+        assert (identity.name, identity.fingerprint, identity.tokenizer_fingerprint) == \
+               (lm.name, lm.fingerprint, lm.tokenizer_fingerprint)
+        assert identity.tokenizer("a b c")["input_ids"] == lm.tokenizer("a b c")["input_ids"]
