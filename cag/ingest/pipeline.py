@@ -30,7 +30,7 @@ from cag.progress import Progress
 from cag.prompt import prompt_layout
 from cag.store.catalog import NewChunk, doc_label
 from cag.store.spaces import CacheSpace
-from cag.store.store import Store, StoreConfig, default_store_dir
+from cag.store.store import Store, StoreConfig, store_folder
 from cag.retrieval import load_embedder
 from indexes.embedder import Embedder
 
@@ -170,7 +170,7 @@ def ingest_spaces(encoder, also: list, options: IngestOptions) -> list[ModelSpac
 
 def check_existing_store(store_dir, options: IngestOptions) -> None:
     """Refuse a store built with another embedder before loading any model."""
-    folder = Path(store_dir) if store_dir else default_store_dir()
+    folder = store_folder(store_dir)  # a URL refused here, before any model or cluster
     if (folder / "store.json").is_file():
         existing = Store.open(folder)
         existing.close()
