@@ -8,8 +8,8 @@ call, and tokens/s while prefilling (from the first finished batch to the last).
 compared: catalog rows, cache files by key, the largest difference in any cached K/V value, and the
 answers of `ask --mode native` (the encoder answering from its own caches) to questions on the
 sample articles.
-Writes records/ray_ingest.json. Usage:
-    nice -n 10 python benchmarks/bench_ray_ingest.py [--chars 30000] [--encoder smollm2-135m]
+Writes records/ray_ingest-ENCODER.json. Usage (a timing: serialized with other heavy jobs):
+    flock /work/heavy.lock nice -n 5 python benchmarks/bench_ray_ingest.py [--chars 30000] [--encoder smollm2-135m]
 """
 
 import argparse
@@ -32,7 +32,7 @@ from cag.progress import Progress
 from cag.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "records" / "ray_ingest.json"
+RECORDS = ROOT / "records"
 WIKI = ROOT / "data" / "corpus" / "wikitext2" / "valid.jsonl"
 QUESTIONS = ["How long can the European lobster grow?", "How tall is Mount Elbert?",
              "When was Upsilon Andromedae b discovered?", "How many people did Hurricane Beatriz kill?"]
@@ -128,13 +128,13 @@ def main() -> None:
     ray.shutdown()
     checks = {f"ray-{w}x{c}": compare(work / "local", work / f"ray-{w}x{c}", args.encoder) for w, c in CONFIGS}
     record = {"what": "cag ingest throughput: local vs a local Ray cluster with 1 and 2 workers",
-              "command": "nice -n 10 python benchmarks/bench_ray_ingest.py " + " ".join(
+              "command": f"nice -n {os.nice(0)} python benchmarks/bench_ray_ingest.py " + " ".join(
                   f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()),
               "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__,
                           "ray": ray.__version__, "note": "shared with other jobs: see the load averages"},
               "encoder": args.encoder, "batch_size": args.batch_size, "corpus": corpus,
               "ray_cluster_start_seconds": cluster_seconds, "runs": runs, "same_store_as_local": checks}
-    RESULTS.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+    (RECORDS / f"ray_ingest-{args.encoder}.json").write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
     print(json.dumps(checks, indent=1))
     shutil.rmtree(work)
 
