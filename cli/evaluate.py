@@ -7,7 +7,8 @@ import typer
 
 from cag.defaults import DEFAULT_BLEND, DEFAULT_ENCODER, DEFAULT_GENERATOR
 from cli._errors import handle_errors
-from cli.options import DeviceOption, parse_layer_window
+from cli.options import (DeviceOption, RayCpusOption, RayOption, RayWorkersOption, parse_layer_window,
+                         ray_options)
 from cli.progress_display import progress_bars
 
 
@@ -53,12 +54,16 @@ def eval_command(
         help="Store chunk translations in the run's store: reused by translated-window/-blend and when a "
              "killed run resumes. --no-keep-translated translates every time and stores none (a "
              "HotpotQA run stores about 7 GB per translator for gemma3-270m, 4.6 GB for qwen2.5-coder-0.5b).")] = True,
+    ray: RayOption = None,
+    ray_workers: RayWorkersOption = None,
+    ray_cpus_per_worker: RayCpusOption = 1,
 ) -> None:
     """Run a QA dataset through cag's real path (ingest, store, assemble, generate) in several
     modes and write config.json, predictions.jsonl, metrics.json, report.md and plots.
 
     Extractive sets keep one question per distinct passage. Retention = score / direct score, with a
-    bootstrap 95% interval. A killed run continues where it stopped when started again.
+    bootstrap 95% interval. A killed run continues where it stopped when started again. With --ray,
+    workers of a Ray cluster ingest the passages and answer the examples (docs/cluster.md).
     """
     from eval.runner import EvalConfig, run_eval
 
@@ -68,7 +73,12 @@ def eval_command(
                         window=parse_layer_window(window), dtype=dtype, device=device, blend=blend,
                         reuse_caches=tuple(reuse_caches_from or ()),
                         keep_translated=keep_translated, cache_dtype=cache_dtype)
+    cluster = ray_options(ray, ray_workers, ray_cpus_per_worker)
     with progress_bars() as progress:
-        run = run_eval(config, progress)
+        if cluster is None:
+            run = run_eval(config, progress)
+        else:
+            from eval.ray_eval import run_eval_on_ray
+            run = run_eval_on_ray(config, cluster, progress)
     typer.echo((run / "report.md").read_text())
     typer.echo(f"Run folder: {run}")

@@ -10,7 +10,8 @@ from rich.markup import escape
 from cag.defaults import DEFAULT_EMBEDDER, DEFAULT_ENCODER
 from cli._errors import handle_errors
 from cli.progress_display import progress_bars
-from cli.options import DeviceOption, DtypeOption, StoreOption
+from cli.options import (DeviceOption, DtypeOption, RayCpusOption, RayOption, RayWorkersOption,
+                         StoreOption, ray_options)
 from cli.text import printable
 
 
@@ -35,12 +36,16 @@ def ingest_command(
                                     "and text are hard-linked instead of prefilled (repeatable).")] = None,
     device: DeviceOption = "auto",
     dtype: DtypeOption = "auto",
+    ray: RayOption = None,
+    ray_workers: RayWorkersOption = None,
+    ray_cpus_per_worker: RayCpusOption = 1,
 ) -> None:
     """Read files (.txt .md .pdf .html .json .jsonl), chunk them, embed them into a FAISS index and
     prefill every chunk once with the encoder; the chunk KV caches are stored on disk.
 
     Re-running does no model work for unchanged files; changed files are re-chunked, deleted files
-    leave the store. A killed run can simply be started again.
+    leave the store. A killed run can simply be started again. With --ray, workers of a Ray
+    cluster prefill (docs/cluster.md).
     """
     from cag.ingest.pipeline import IngestOptions, ingest
 
@@ -48,8 +53,13 @@ def ingest_command(
     options = IngestOptions(encoder, embedder, chunk_tokens, 0, faiss_factory, cache_dtype,
                             tuple(also_for or ()), batch_size, device=device, dtype=dtype,
                             reuse_from=tuple(reuse_caches_from or ()))
+    cluster = ray_options(ray, ray_workers, ray_cpus_per_worker)
     with progress_bars() as progress:
-        report = ingest(paths, store, options, progress)
+        if cluster is None:
+            report = ingest(paths, store, options, progress)
+        else:
+            from cag.distributed.ingest import ray_ingest
+            report = ray_ingest(paths, store, options, cluster, progress)
     for path, reason in report.skipped:
         console.print(f"[yellow]skipped[/] {escape(printable(path))}: {escape(printable(reason))}", highlight=False)
     typer.echo(

@@ -29,3 +29,20 @@ def parse_layer_window(window: str | None) -> list | None:
     except ValueError:
         raise CagError(f"--window must look like START:END (generator layers), not {window!r}.") from None
     return [start, end]
+
+RayOption = Annotated[str | None, typer.Option(
+    "--ray", help="Run on a Ray cluster: auto (the one this machine belongs to, else a new "
+                                    "local one), local (a new local one) or HOST:PORT (docs/cluster.md).")]
+RayWorkersOption = Annotated[int | None, typer.Option(
+    "--ray-workers", min=1, help="--ray: workers per model (default: one per GPU, else one per "
+                                 "--ray-cpus-per-worker CPUs).")]
+RayCpusOption = Annotated[int, typer.Option(
+    "--ray-cpus-per-worker", min=1, help="--ray: CPUs (torch threads) each worker takes.")]
+
+
+def ray_options(address: str | None, workers: int | None, cpus_per_worker: int):
+    """RayOptions for --ray ADDRESS, or None (the local path) without it; Ray is imported only then."""
+    if address is None:
+        return None
+    from cag.distributed.options import RayOptions
+    return RayOptions(address, workers, cpus_per_worker)

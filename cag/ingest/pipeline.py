@@ -30,7 +30,7 @@ from cag.progress import Progress
 from cag.prompt import prompt_layout
 from cag.store.catalog import NewChunk, doc_label
 from cag.store.spaces import CacheSpace
-from cag.store.store import Store, StoreConfig, default_store_dir
+from cag.store.store import Store, StoreConfig, store_folder
 from cag.retrieval import load_embedder
 from indexes.embedder import Embedder
 
@@ -79,18 +79,34 @@ class IngestReport:
 
 
 @dataclass
-class _Space:
-    """One model whose chunk caches this ingest writes, with its prompt prefix."""
+class ModelSpace:
+    """One model whose chunk caches this ingest writes, with its prompt prefix. `lm`: a LoadedModel
+    (or, on a Ray driver, a ModelIdentity: the workers hold the models)."""
 
     lm: object
     prefix: tuple
     space: CacheSpace
 
 
-def _space(lm, role: str) -> _Space:
+def model_space(lm, role: str) -> ModelSpace:
     prefix = prompt_layout(lm.tokenizer).prefix_ids
-    return _Space(lm, prefix, CacheSpace(lm.name, lm.fingerprint, ids_sha256(prefix), role,
-                                         generator=lm.name if role == "native" else ""))
+    return ModelSpace(lm, prefix, CacheSpace(lm.name, lm.fingerprint, ids_sha256(prefix), role,
+                                             generator=lm.name if role == "native" else ""))
+
+
+@dataclass
+class FilePlan:
+    """A new or changed file, read and chunked: what its prefill and its commit need."""
+
+    path: Path
+    sha256: str
+    chunked: list  # [(Document, [Chunk])]
+
+    @property
+    def pending(self) -> list:
+        """(document, chunk) pairs in order: prefill batches span documents (a JSON Lines file of
+        short records would otherwise prefill one chunk at a time)."""
+        return [(doc, chunk) for doc, chunks in self.chunked for chunk in chunks]
 
 
 def _file_sha256(path: Path) -> str:
@@ -103,20 +119,14 @@ def ingest(paths: list, store_dir: Path | None = None, options: IngestOptions = 
     encoder (`encoder_lm`, a LoadedModel of `options.encoder`) and the embedder it keeps loaded."""
     start = time.perf_counter()
     progress = progress or Progress()
-    roots = [Path(p).expanduser() for p in paths]
-    missing = [str(p) for p in roots if not p.exists()]
-    if missing:
-        raise CagError(f"No such file or folder: {', '.join(missing)}.")
+    roots = check_paths(paths)
     check_cache_dtype(options.cache_dtype)
-    _check_existing_store(store_dir, options)
+    check_existing_store(store_dir, options)
     encoder = encoder_lm or load_model(options.encoder, options.dtype, options.device)
     embedder = embedder or load_embedder(options.embedder)
     if embedder.name != options.embedder:
         raise CagError(f"The embedder given is {embedder.name}, the options name {options.embedder}.")
-    config = StoreConfig(encoder.name, encoder.fingerprint, options.embedder, embedder.dim,
-                         options.faiss_factory, options.chunk_tokens, options.chunk_overlap,
-                         options.cache_dtype)
-    store = Store.open_or_create(store_dir, config)
+    store = Store.open_or_create(store_dir, store_config(encoder, embedder, options))
     try:
         with store.lock():
             report = _ingest_locked(roots, store, encoder, embedder, options, progress)
@@ -139,9 +149,33 @@ def reingest(store: Store, paths: list, also_for: tuple = (), progress: Progress
                           progress or Progress())
 
 
-def _check_existing_store(store_dir, options: IngestOptions) -> None:
+def check_paths(paths: list) -> list[Path]:
+    roots = [Path(p).expanduser() for p in paths]
+    missing = [str(p) for p in roots if not p.exists()]
+    if missing:
+        raise CagError(f"No such file or folder: {', '.join(missing)}.")
+    return roots
+
+
+def store_config(encoder, embedder: Embedder, options: IngestOptions) -> StoreConfig:
+    """The config of a new store (an existing store keeps its own chunking and dtype)."""
+    return StoreConfig(encoder.name, encoder.fingerprint, options.embedder, embedder.dim,
+                       options.faiss_factory, options.chunk_tokens, options.chunk_overlap,
+                       options.cache_dtype)
+
+
+def ingest_spaces(encoder, also: list, options: IngestOptions) -> list[ModelSpace]:
+    """The cache spaces an ingest fills: the encoder's (unless options.encoder_caches is off and no
+    also-for model is the encoder) and each other also-for model's native one."""
+    # an also-for model that is the encoder reads the encoder's own caches (one space)
+    own = [lm for lm in also if lm.fingerprint != encoder.fingerprint]
+    spaces = [model_space(encoder, "encoder")] if options.encoder_caches or len(own) < len(also) else []
+    return spaces + [model_space(lm, "native") for lm in own]
+
+
+def check_existing_store(store_dir, options: IngestOptions) -> None:
     """Refuse a store built with another embedder before loading any model."""
-    folder = Path(store_dir) if store_dir else default_store_dir()
+    folder = store_folder(store_dir)  # a URL refused here, before any model or cluster
     if (folder / "store.json").is_file():
         existing = Store.open(folder)
         existing.close()
@@ -152,13 +186,10 @@ def _ingest_locked(roots: list, store: Store, encoder, embedder: Embedder, optio
                    progress: Progress) -> IngestReport:
     config = store.config  # an existing store keeps its own chunking and dtype
     also = [load_model(m, options.also_for_dtype or options.dtype, options.device) for m in options.also_for]
-    # an also-for model that is the encoder reads the encoder's own caches (one space)
-    own = [lm for lm in also if lm.fingerprint != encoder.fingerprint]
-    spaces = [_space(encoder, "encoder")] if options.encoder_caches or len(own) < len(also) else []
-    spaces += [_space(lm, "native") for lm in own]
+    spaces = ingest_spaces(encoder, also, options)
     for s in spaces:
         store.register_space(s.space)
-    donors = _reuse_stores(options.reuse_from, store)
+    donors = reuse_stores(options.reuse_from, store)
     chunker = Chunker(encoder.tokenizer, config.chunk_tokens, config.chunk_overlap)
     report = IngestReport(str(store.folder))
     files = discover(roots)
@@ -169,6 +200,13 @@ def _ingest_locked(roots: list, store: Store, encoder, embedder: Embedder, optio
         _ingest_file(path, store, chunker, embedder, spaces, config, report, progress,
                      max(1, options.batch_size), encoder.tokenizer, donors)
         progress.advance(FILES_TASK)
+    finish_ingest(store, roots, files, report)
+    return report
+
+
+def finish_ingest(store: Store, roots: list, files: list, report: IngestReport) -> None:
+    """After every file: vanished files removed, the index rebuilt if the catalog changed, cache
+    files no chunk refers to deleted, the store's totals counted."""
     report.files_removed = _remove_vanished(store, roots, set(map(str, files)))
     store.index()  # rebuilt from the catalog if anything changed
     fault_point("index_saved")
@@ -176,62 +214,90 @@ def _ingest_locked(roots: list, store: Store, encoder, embedder: Embedder, optio
     counts = store.catalog.counts()
     report.chunks_total, report.tokens_total = counts["chunks"], counts["tokens"]
     report.bytes_on_disk = store.bytes_on_disk()
-    return report
 
 
 def _ingest_file(path: Path, store: Store, chunker: Chunker, embedder: Embedder, spaces: list,
                  config: StoreConfig, report: IngestReport, progress: Progress,
                  batch_size: int, encoder_tokenizer, donors: tuple = ()) -> None:
+    plan = plan_file(path, store, chunker, spaces, report)
+    if plan is None:
+        return
+    for s in spaces:
+        _prefill_missing(store, s, plan.pending, config, report, progress, batch_size, donors)
+    commit_file(store, plan, embedder, encoder_tokenizer, report)
+
+
+def plan_file(path: Path, store: Store, chunker: Chunker, spaces: list, report: IngestReport,
+              has_cache=None) -> FilePlan | None:
+    """`path` read and chunked; None when it is unchanged (the same sha256, every chunk's cache
+    there, its rows intact) or unreadable, counted in `report`. `has_cache(space, text_sha256)`:
+    whether a chunk's cache is there (default: its file exists; a Ray driver adds those in flight)."""
     try:
         sha = _file_sha256(path)
-        if (store.catalog.file_sha256(str(path)) == sha and _caches_complete(store, path, spaces)
+        if (store.catalog.file_sha256(str(path)) == sha and _caches_complete(store, path, spaces, has_cache)
                 and store.catalog.file_intact(str(path))):  # a damaged chunk row makes the file changed
             report.files_unchanged += 1
-            return
+            return None
         documents = read_file(path)
     except (UnreadableFile, OSError) as exc:
         log.warning("skipped %s: %s", path, exc)
         report.skipped.append((str(path), str(exc)))
-        return
-    # chunk every document of the file first, so that prefill batches span documents (a JSON Lines
-    # file of short records would otherwise prefill one chunk at a time)
-    chunked = [(doc, chunker.split(doc.text)) for doc in documents]
-    pending = [(doc, chunk) for doc, chunks in chunked for chunk in chunks]
-    for s in spaces:
-        _prefill_missing(store, s, pending, config, report, progress, batch_size, donors)
-    vectors = iter(embedder.encode([chunk.text for _, chunk in pending]))
+        return None
+    return FilePlan(path, sha, [(doc, chunker.split(doc.text)) for doc in documents])
+
+
+def embed_plan(embedder: Embedder, plan: FilePlan):
+    """The embeddings of a plan's chunks, in order ((n, dim) float32)."""
+    return embedder.encode([chunk.text for _, chunk in plan.pending])
+
+
+def commit_file(store: Store, plan: FilePlan, embedder: Embedder, encoder_tokenizer, report: IngestReport,
+                vectors=None) -> None:
+    """Replace the file's catalog rows by the plan's in one transaction (its chunks embedded here
+    unless `vectors` are given); its caches must be there."""
+    vectors = iter(embed_plan(embedder, plan) if vectors is None else vectors)
     count_tokens = lambda text: len(encoder_tokenizer.encode(text, add_special_tokens=False))  # noqa: E731
     rows = [(doc.locator, len(doc.text), [
         NewChunk(c.idx, c.text, c.char_start, c.char_end, sha256_hex(c.text.encode()),
-                 count_tokens(c.text), next(vectors)) for c in chunks]) for doc, chunks in chunked]
+                 count_tokens(c.text), next(vectors)) for c in chunks]) for doc, chunks in plan.chunked]
     fault_point("before_commit")
-    store.catalog.replace_file(str(path), sha, rows)
+    store.catalog.replace_file(str(plan.path), plan.sha256, rows)
     fault_point("after_commit")
     report.files_ingested += 1
     report.documents += len(rows)
     report.chunks_new += sum(len(r[2]) for r in rows)
 
 
-def _caches_complete(store: Store, path: Path, spaces: list) -> bool:
+def _caches_complete(store: Store, path: Path, spaces: list, has_cache=None) -> bool:
     """Every chunk of `path` has a cache file in every requested space (e.g. a new --also-for)."""
+    has_cache = has_cache or (lambda space, text: store.cache_path(space, text).is_file())
     texts = store.catalog.text_hashes_of(str(path))
-    return all(store.cache_path(s.space, t).is_file() for s in spaces for t in texts)
+    return all(has_cache(s.space, t) for s in spaces for t in texts)
 
 
-def _prefill_missing(store: Store, s: _Space, pending: list, config: StoreConfig,
-                     report: IngestReport, progress: Progress, batch_size: int, donors: tuple = ()) -> None:
-    """Prefill (doc, chunk) pairs whose cache file is missing (or link it from a donor store);
-    identical texts once."""
-    todo, seen = [], set()
+def chunks_to_prefill(store: Store, space: CacheSpace, pending: list, report: IngestReport,
+                      donors: tuple = (), seen: set | None = None) -> list:
+    """The (doc, chunk) pairs of `pending` whose cache in `space` is missing, identical texts once
+    (`seen`: the text digests already taken, shared across calls by a Ray driver); a cache a donor
+    store holds is linked instead (counted in `report`)."""
+    todo, seen = [], set() if seen is None else seen
     for doc, chunk in pending:
         key = sha256_hex(chunk.text.encode())
-        if key in seen or store.cache_path(s.space, key).is_file():
+        if key in seen or store.cache_path(space, key).is_file():
             continue
         seen.add(key)
-        if _link_from_donor(store, s.space, key, donors):
+        if _link_from_donor(store, space, key, donors):
             report.caches_reused += 1
         else:
             todo.append((doc, chunk))
+    return todo
+
+
+def _prefill_missing(store: Store, s: ModelSpace, pending: list, config: StoreConfig,
+                     report: IngestReport, progress: Progress, batch_size: int, donors: tuple = ()) -> None:
+    """Prefill (doc, chunk) pairs whose cache file is missing (or link it from a donor store);
+    identical texts once."""
+    todo = chunks_to_prefill(store, s.space, pending, report, donors)
     progress.grow(PREFILL_TASK, len(todo))
     for start in range(0, len(todo), batch_size):
         batch = todo[start:start + batch_size]
@@ -247,7 +313,7 @@ def _prefill_missing(store: Store, s: _Space, pending: list, config: StoreConfig
         progress.advance(PREFILL_TASK, len(caches), tokens=tokens)
 
 
-def _reuse_stores(folders: tuple, store: Store) -> tuple:
+def reuse_stores(folders: tuple, store: Store) -> tuple:
     """The donor stores' folders, checked: a store that exists and stores caches in our dtype."""
     donors = []
     for folder in folders:

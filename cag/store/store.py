@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 import json
 import logging
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -30,13 +31,19 @@ from indexes.faiss_index import IndexSetupError, VectorIndex
 
 log = logging.getLogger(__name__)
 STORE_FORMAT = 1
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/")  # s3://b/x, also as pathlib leaves it (s3:/b/x)
 
 
 def default_store_dir() -> Path:
     return cag_home() / "stores" / "default"
 
 
-def _store_folder(folder: Path | None) -> Path:
+def store_folder(folder: Path | None) -> Path:
+    """The store folder `--store` names (default: the cag home's), refusing a URL and a file."""
+    if folder and _URL.match(str(folder)):
+        raise CagError(f"--store {folder}: a URL; a store is a folder on a POSIX file system (its catalog "
+                       "is SQLite, its files are replaced by atomic renames): pass a path, on a cluster one "
+                       "every node mounts (NFS, CephFS, Lustre).")
     folder = Path(folder).expanduser() if folder else default_store_dir()
     if folder.exists() and not folder.is_dir():
         raise CagError(f"--store {folder} is a file, not a store folder: pass a folder (a new one is created).")
@@ -68,7 +75,7 @@ class Store:
     def open(cls, folder: Path | None = None, catalog: bool = True) -> "Store":
         """The store at `folder`; `catalog=False` opens it without its catalog (store check reads a
         damaged one on its own)."""
-        folder = _store_folder(folder)
+        folder = store_folder(folder)
         config_path = folder / "store.json"
         if not config_path.is_file():
             raise CagError(f"No cag store at {folder}: run `cag ingest PATH --store {folder}` first.")
@@ -84,7 +91,7 @@ class Store:
     @classmethod
     def open_or_create(cls, folder: Path | None, wanted: StoreConfig) -> "Store":
         """Open the store at `folder`, refusing one built by another encoder or embedder; or create it."""
-        folder = _store_folder(folder)
+        folder = store_folder(folder)
         if (folder / "store.json").is_file():
             store = cls.open(folder)
             store._check_compatible(wanted)

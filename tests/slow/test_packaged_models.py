@@ -60,3 +60,11 @@ def test_converted_folder_gives_the_gguf_logits(real_home):
     ids = lm.tokenizer("The capital of France is", return_tensors="pt").input_ids
     with torch.no_grad():
         torch.testing.assert_close(lm.model(ids).logits, raw(ids).logits, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("name", PACKAGED)
+def test_identity_without_weights_is_the_loaded_models(name, real_home):
+    """What a Ray driver reads (config, weight files, tokenizer) names the model its workers load."""
+    from cag.models.loading import model_identity
+    identity, lm = model_identity(name), load_model(name)
+    assert (identity.fingerprint, identity.tokenizer_fingerprint) == (lm.fingerprint, lm.tokenizer_fingerprint)
