@@ -24,6 +24,7 @@ from cag.ingest.pipeline import (FILES_TASK, PREFILL_TASK, FilePlan, IngestOptio
                                  embed_plan, finish_ingest, ingest_spaces, plan_file, reuse_stores,
                                  store_config)
 from cag.ingest.reading import discover
+from cag.kv.serde import check_cache_dtype
 from cag.models.loading import model_identity
 from cag.progress import Progress
 from cag.retrieval import load_embedder
