@@ -27,7 +27,7 @@ def ingest_command(
         help="The store's vector index: auto (Flat up to 100,000 chunks, then IVF<about 4 sqrt(n) "
              "lists>,Flat), or a FAISS index_factory string (Flat, IVF4096,Flat, HNSW32, ...). "
              "Recorded in the store; given again with another value, the index is rebuilt. "
-             "[default: the store's own; auto for a new store]")] = None,
+             "Default: the store's own (auto for a new store).")] = None,
     cache_dtype: Annotated[str, typer.Option(help="Storage of chunk caches: fp16, bf16, fp32, or int8 / int4 "
                                                   "(integer codes with per-group ranges, KIVI-style: keys per "
                                                   "channel, values per token; about a half / a quarter of "
