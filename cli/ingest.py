@@ -24,8 +24,8 @@ def ingest_command(
         "--also-for", help="Also store this generator's own native caches (repeatable).")] = None,
     embedder: Annotated[str, typer.Option(help="sentence-transformers model for retrieval.")] = DEFAULT_EMBEDDER,
     faiss_factory: Annotated[str | None, typer.Option(
-        help="The store's vector index: auto (Flat up to 100,000 chunks, then IVF<about 4 sqrt(n) "
-             "lists>,Flat), or a FAISS index_factory string (Flat, IVF4096,Flat, HNSW32, ...). "
+        help="The store's vector index: auto (Flat up to 1,000,000 chunks, then HNSW32), or a FAISS "
+             "index_factory string (Flat, HNSW32, IVF1024,SQ8, ...). "
              "Recorded in the store; given again with another value, the index is rebuilt. "
              "Default: the store's own (auto for a new store).")] = None,
     cache_dtype: Annotated[str, typer.Option(help="Storage of chunk caches: fp16, bf16, fp32, or int8 / int4 "
