@@ -4,7 +4,7 @@ which picks by the number of vectors.
 `auto`: exact search (`Flat`) up to FLAT_MAX_VECTORS vectors, `HNSW32` above (searched with
 `indexes.search_effort.EF_SEARCH`). Why: benchmarks/bench_faiss_scale.py, records/faiss_scale.json
 and docs/store.md ("The vector index"). At 1,000,000 sentence-embedding-shaped vectors Flat still
-answers a query in 157 ms of one core and exactly, while every approximate index lost true
+answers a query in 158 ms of one core and exactly, while every approximate index lost true
 neighbours at a useful speed (IVF needed half its lists probed for recall@10 0.95, 2.3 times
 faster than Flat); above that HNSW32 searches in milliseconds at recall@10 0.89.
 """
