@@ -24,8 +24,11 @@ def ingest_command(
     also_for: Annotated[list[str] | None, typer.Option(
         "--also-for", help="Also store this generator's own native caches (repeatable).")] = None,
     embedder: Annotated[str, typer.Option(help="sentence-transformers model for retrieval.")] = DEFAULT_EMBEDDER,
-    faiss_factory: Annotated[str, typer.Option(
-        help="FAISS factory string: Flat, IVF<n>,Flat or HNSW32 for large stores.")] = "Flat",
+    faiss_factory: Annotated[str | None, typer.Option(
+        help="The store's vector index: auto (Flat up to 1,000,000 chunks, then HNSW32), or a FAISS "
+             "index_factory string (Flat, HNSW32, IVF1024,SQ8, ...). "
+             "Recorded in the store; given again with another value, the index is rebuilt. "
+             "Default: the store's own (auto for a new store).")] = None,
     cache_dtype: Annotated[str, typer.Option(help="Storage of chunk caches: fp16, bf16, fp32, or int8 / int4 "
                                                   "(integer codes with per-group ranges, KIVI-style: keys per "
                                                   "channel, values per token; about a half / a quarter of "

@@ -29,7 +29,7 @@ from cag.models.loading import model_identity
 from cag.progress import Progress
 from cag.retrieval import load_embedder
 from cag.store.catalog import doc_label
-from cag.store.store import Store
+from cag.store.store import Store, check_faiss_factory
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +54,13 @@ def ray_ingest(paths: list, store_dir: Path | None = None, options: IngestOption
     with connect(ray_options) as cluster:  # first: a wrong address fails before any other work
         encoder = model_identity(options.encoder)  # tokenizer and fingerprint: the workers hold the model
         embedder = load_embedder(options.embedder)
+        if options.faiss_factory is not None:
+            check_faiss_factory(options.faiss_factory, embedder.dim)
         store = Store.open_or_create(store_dir, store_config(encoder, embedder, options))
         try:
             with store.lock():
+                if options.faiss_factory is not None:
+                    store.set_faiss_factory(options.faiss_factory)
                 report = _ingest(roots, store, encoder, embedder, options, ray_options, cluster, progress)
         finally:
             store.close()

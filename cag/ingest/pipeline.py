@@ -30,9 +30,10 @@ from cag.progress import Progress
 from cag.prompt import prompt_layout
 from cag.store.catalog import NewChunk, doc_label
 from cag.store.spaces import CacheSpace
-from cag.store.store import Store, StoreConfig, store_folder
+from cag.store.store import Store, StoreConfig, check_faiss_factory, store_folder
 from cag.retrieval import load_embedder
 from indexes.embedder import Embedder
+from indexes.factory import AUTO
 
 log = logging.getLogger(__name__)
 FILES_TASK, PREFILL_TASK = "files", "chunks prefilled"  # progress tasks
@@ -44,7 +45,7 @@ class IngestOptions:
     embedder: str = DEFAULT_EMBEDDER
     chunk_tokens: int = 256
     chunk_overlap: int = 0
-    faiss_factory: str = "Flat"
+    faiss_factory: str | None = None  # None: the store's own (a new store's: auto); else recorded
     cache_dtype: str = "fp16"
     also_for: tuple = ()
     batch_size: int = 8
@@ -122,13 +123,17 @@ def ingest(paths: list, store_dir: Path | None = None, options: IngestOptions = 
     roots = check_paths(paths)
     check_cache_dtype(options.cache_dtype)
     check_existing_store(store_dir, options)
-    encoder = encoder_lm or load_model(options.encoder, options.dtype, options.device)
     embedder = embedder or load_embedder(options.embedder)
     if embedder.name != options.embedder:
         raise CagError(f"The embedder given is {embedder.name}, the options name {options.embedder}.")
+    if options.faiss_factory is not None:
+        check_faiss_factory(options.faiss_factory, embedder.dim)  # before any model work
+    encoder = encoder_lm or load_model(options.encoder, options.dtype, options.device)
     store = Store.open_or_create(store_dir, store_config(encoder, embedder, options))
     try:
         with store.lock():
+            if options.faiss_factory is not None:
+                store.set_faiss_factory(options.faiss_factory)
             report = _ingest_locked(roots, store, encoder, embedder, options, progress)
     finally:
         store.close()
@@ -160,7 +165,7 @@ def check_paths(paths: list) -> list[Path]:
 def store_config(encoder, embedder: Embedder, options: IngestOptions) -> StoreConfig:
     """The config of a new store (an existing store keeps its own chunking and dtype)."""
     return StoreConfig(encoder.name, encoder.fingerprint, options.embedder, embedder.dim,
-                       options.faiss_factory, options.chunk_tokens, options.chunk_overlap,
+                       options.faiss_factory or AUTO, options.chunk_tokens, options.chunk_overlap,
                        options.cache_dtype)
 
 

@@ -111,6 +111,10 @@ def _check_index(store: Store, catalog: Catalog, wanted: set, report: CheckRepor
         report.add("index", f"the FAISS index was built from catalog generation {index.info.generation}, the "
                             f"catalog is at {catalog.generation} (stale)", index_file)
         return
+    if index.info.factory != store.index_factory(index.info.count):
+        report.add("index", f"the FAISS index is {index.info.factory}, the store's factory "
+                            f"({store.config.faiss_factory}) asks for {store.index_factory(index.info.count)}",
+                   index_file)
     held = set(index.ids().tolist())
     if held != wanted:
         report.add("index", f"the FAISS index holds {len(held - wanted)} ids that are not intact chunks and "

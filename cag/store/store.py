@@ -5,6 +5,7 @@
       catalog.sqlite              documents and chunks (text, spans, embeddings): the source of truth
       index.faiss, index.json     FAISS index over chunk ids + sidecar (factory, dim, embedder,
                                   count, catalog generation); rebuilt from the catalog when stale
+                                  or not the kind store.json's factory asks for at its size
       caches/<space>/model.json   one folder per (model fingerprint, native prefix): name, role
       caches/<space>/<kk>/<key>.safetensors
                                   chunk caches; key = sha256(model fingerprint, prefix digest,
@@ -16,7 +17,7 @@ import fcntl
 import json
 import logging
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from cag.atomic import atomic_write_text
@@ -27,6 +28,7 @@ from cag.kv.serde import load_chunk_cache
 from cag.store.catalog import Catalog
 from cag.store.index_file import load_index, save_index
 from cag.store.spaces import CacheSpace, files_bytes, walk_caches
+from indexes.factory import AUTO, check_factory, resolve
 from indexes.faiss_index import IndexSetupError, VectorIndex
 
 log = logging.getLogger(__name__)
@@ -50,13 +52,21 @@ def store_folder(folder: Path | None) -> Path:
     return folder
 
 
+def check_faiss_factory(factory: str, dim: int) -> None:
+    """CagError (one line) unless `factory` is auto or a FAISS factory string for `dim`-d vectors."""
+    try:
+        check_factory(factory, dim)
+    except IndexSetupError as exc:
+        raise CagError(f"--faiss-factory: {exc}") from exc
+
+
 @dataclass(frozen=True)
 class StoreConfig:
     encoder: str
     encoder_fingerprint: str
     embedder: str
     embedding_dim: int
-    faiss_factory: str = "Flat"
+    faiss_factory: str = AUTO  # a FAISS index_factory string, or auto (indexes.factory)
     chunk_tokens: int = 256
     chunk_overlap: int = 0
     cache_dtype: str = "fp16"
@@ -112,10 +122,19 @@ class Store:
                            f"({have.encoder_fingerprint[:12]}), not {wanted.encoder} "
                            f"({wanted.encoder_fingerprint[:12]}): use --encoder {have.encoder} or another --store.")
         self.check_embedder(wanted.embedder)
-        for field in ("chunk_tokens", "chunk_overlap", "faiss_factory", "cache_dtype"):
+        for field in ("chunk_tokens", "chunk_overlap", "cache_dtype"):
             if getattr(have, field) != getattr(wanted, field):
                 log.warning("store %s keeps its %s=%s (asked %s)", self.folder, field,
                             getattr(have, field), getattr(wanted, field))
+
+    def set_faiss_factory(self, factory: str) -> None:
+        """Record another FAISS factory (`auto` or an index_factory string) in store.json; the next
+        `index()` rebuilds the index with it. Hold `lock()` around it."""
+        if factory != self.config.faiss_factory:
+            check_faiss_factory(factory, self.config.embedding_dim)
+            log.info("store %s: FAISS factory %s -> %s", self.folder, self.config.faiss_factory, factory)
+            self.config = replace(self.config, faiss_factory=factory)
+            atomic_write_text(self.folder / "store.json", json.dumps(asdict(self.config), indent=2))
 
     def close(self) -> None:
         if self.catalog is not None:
@@ -233,17 +252,25 @@ class Store:
         changed since (a long-lived reader, e.g. a server, follows another process's ingest), else
         the saved one, else rebuilt from the catalog (missing, stale after a kill, or damaged)."""
         generation = self.catalog.generation
-        if self._index is None or self._index.info.generation != generation:
+        if self._index is None or not self.index_is_current(self._index, generation):
             index = load_index(self.folder)
-            if index is None or index.info.generation != generation:
+            if index is None or not self.index_is_current(index, generation):
                 index = self.rebuild_index()
             self._index = index
         return self._index
 
+    def index_factory(self, n_vectors: int) -> str:
+        """The FAISS factory string of this store's index at `n_vectors` vectors (`auto` resolved)."""
+        return resolve(self.config.faiss_factory, n_vectors)
+
+    def index_is_current(self, index: VectorIndex, generation: int) -> bool:
+        """Built from catalog `generation`, and the kind the store's factory asks for at its size."""
+        return index.info.generation == generation and index.info.factory == self.index_factory(index.info.count)
+
     def rebuild_index(self) -> VectorIndex:
         ids, vectors = self.catalog.embeddings(self.config.embedding_dim)
         try:
-            index = VectorIndex.build(self.config.faiss_factory, self.config.embedding_dim,
+            index = VectorIndex.build(self.index_factory(len(ids)), self.config.embedding_dim,
                                       self.config.embedder, ids, vectors, self.catalog.generation)
         except IndexSetupError as exc:
             raise CagError(str(exc)) from exc
