@@ -20,6 +20,7 @@ Usage: python benchmarks/bench_multi_agent.py [--limit 60] [--seed 0]
 """
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -38,7 +39,7 @@ from cag.server.config import ServeConfig
 from cag.server.service import CagServer
 from cag.server.turns import TurnRequest
 from eval.datasets import load_examples, resolve_dataset, sample
-from eval.metrics import bootstrap_difference_ci, squad_scores
+from eval.metrics import bootstrap_difference_ci, bootstrap_ratio_ci, squad_scores
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "records" / "multi_agent-hotpotqa.json"
@@ -138,10 +139,15 @@ def summarize(rows: list[dict]) -> dict:
     pairs = (("translated", "direct"), ("translated", "none"), ("direct", "none"), ("paragraphs", "translated"),
              ("paragraphs", "direct"))
     differences = {f"{a} - {b}": [round(x, 2) for x in bootstrap_difference_ci(f1[a], f1[b])] for a, b in pairs}
+    retention = {f"{a} / {b}": [round(x, 3) for x in bootstrap_ratio_ci(f1[a], f1[b])]
+                 for a, b in (("translated", "direct"), ("none", "direct"), ("translated", "paragraphs"),
+                              ("direct", "paragraphs"))}
+    ttft = {m: statistics.median(r["modes"][m]["ttft_ms"] for r in rows) for m in MODES}
     a = {"note_tokens_mean": round(statistics.mean(r["a"]["note_tokens"] for r in rows), 1),
          "prompt_tokens_mean": round(statistics.mean(r["a"]["prompt_tokens"] for r in rows), 1),
          "ttft_median_ms": round(statistics.median(r["a"]["ttft_ms"] for r in rows), 1)}
-    return {"n": len(rows), "modes": modes, "f1_differences_ci95": differences, "agent_a": a}
+    return {"n": len(rows), "modes": modes, "f1_differences_ci95": differences, "f1_retention_ci95": retention,
+            "ttft_direct_over_translated": round(ttft["direct"] / ttft["translated"], 2), "agent_a": a}
 
 
 def main() -> None:
@@ -154,6 +160,9 @@ def main() -> None:
     parser.add_argument("--agent-a", default="smollm2-135m")
     parser.add_argument("--agent-b", default="qwen2.5-coder-0.5b")
     parser.add_argument("--dtype", default="fp32")
+    parser.add_argument("--max-minutes", type=float, default=None,
+                        help="take no new question after this long; the record covers the questions done "
+                             "(the first ones of the seed's order)")
     parser.add_argument("--record", type=Path, default=RECORD)
     parser.add_argument("--predictions", type=Path, default=PREDICTIONS)
     parser.add_argument("--threads", type=int, default=None,
@@ -181,6 +190,9 @@ def main() -> None:
                 for i, example in enumerate(examples, 1):
                     if example["id"] in done:
                         continue
+                    if args.max_minutes and time.perf_counter() - start > args.max_minutes * 60:
+                        print(f"--max-minutes {args.max_minutes} reached after {len(done)} questions", flush=True)
+                        break
                     row = run_example(server, args, example)
                     out.write(json.dumps(row, ensure_ascii=False) + "\n")
                     out.flush()
@@ -190,14 +202,16 @@ def main() -> None:
                     load.append(os.getloadavg()[0])
         finally:
             server.close()
-    rows = [done[ex["id"]] for ex in examples if ex["id"] in done]
+    rows = [done[ex["id"]] for ex in itertools.takewhile(lambda ex: ex["id"] in done, examples)]
     record = {"date": time.strftime("%Y-%m-%d"), "dataset": "hotpotqa distractor dev sample", "seed": args.seed,
               "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "threads": torch.get_num_threads(), "device": "cpu",
               "seconds_this_run": round(time.perf_counter() - start, 1),
               "load_average_1min": {"min": min(load), "max": max(load)},
               "predictions": args.predictions.name, **summarize(rows)}
     args.record.write_text(json.dumps(record, indent=2))
-    print(json.dumps(record["modes"], indent=1), json.dumps(record["f1_differences_ci95"]), sep="\n")
+    print(json.dumps(record["modes"], indent=1), json.dumps(record["f1_differences_ci95"]),
+          json.dumps(record["f1_retention_ci95"]), f"TTFT direct / translated {record['ttft_direct_over_translated']}",
+          sep="\n")
 
 
 if __name__ == "__main__":
