@@ -40,6 +40,7 @@ from cag.server.service import CagServer
 from cag.server.turns import TurnRequest
 from eval.datasets import load_examples, resolve_dataset, sample
 from eval.metrics import bootstrap_difference_ci, bootstrap_ratio_ci, squad_scores
+from serve_process import add_threads_option, apply_threads  # benchmarks/ is the script's folder
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORD = ROOT / "records" / "multi_agent-hotpotqa.json"
@@ -165,12 +166,9 @@ def main() -> None:
                              "(the first ones of the seed's order)")
     parser.add_argument("--record", type=Path, default=RECORD)
     parser.add_argument("--predictions", type=Path, default=PREDICTIONS)
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch threads here and in the processes started (OMP_NUM_THREADS); default torch's")
+    add_threads_option(parser)
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-        os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    apply_threads(args)
     path, task = resolve_dataset("hotpotqa", None)
     examples = sample(load_examples(path, task), task, args.limit, args.seed)
     done = {}

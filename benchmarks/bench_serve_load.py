@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from cag.store import default_store_dir
-from serve_process import ROOT, ServeProcess, linked_copy, streamed_ask
+from serve_process import ROOT, ServeProcess, add_threads_option, apply_threads, linked_copy, streamed_ask
 
 QUESTIONS = ["How long can the European lobster grow?", "How tall is Mount Elbert?",
              "When did Hurricane Beatriz form?", "Between which towns does M-82 run?",
@@ -57,12 +57,9 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=50, help="per client")
     parser.add_argument("--top-k", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=8)
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch threads here and in the processes started (OMP_NUM_THREADS); default torch's")
+    add_threads_option(parser)
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-        os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    apply_threads(args)
     modes = args.modes.split(",")
     results: list = []
     load = [os.getloadavg()[0]]

@@ -35,7 +35,7 @@ from cag.ask import ask
 from cag.models import load_model
 from cag.retrieval import Retriever
 from cag.store import Store, default_store_dir
-from serve_process import ROOT, ServeProcess, linked_copy, streamed_ask
+from serve_process import ROOT, ServeProcess, add_threads_option, apply_threads, linked_copy, streamed_ask
 
 QUESTION = "When did Hurricane Beatriz form and what damage did it cause?"
 
@@ -64,12 +64,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--target", type=int, default=2048, help="context tokens to reach (top-k chosen for it)")
     parser.add_argument("--max-new-tokens", type=int, default=4)
-    parser.add_argument("--threads", type=int, default=None,
-                        help="torch threads here and in the processes started (OMP_NUM_THREADS); default torch's")
+    add_threads_option(parser)
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-        os.environ["OMP_NUM_THREADS"] = str(args.threads)
+    apply_threads(args)
     modes = args.modes.split(",")
     load = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory() as tmp:

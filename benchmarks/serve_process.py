@@ -12,8 +12,20 @@ import time
 from pathlib import Path
 
 import httpx
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def add_threads_option(parser) -> None:
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch threads here and in the processes started (OMP_NUM_THREADS); default torch's")
+
+
+def apply_threads(args) -> None:
+    if args.threads:
+        torch.set_num_threads(args.threads)
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)
 
 
 def linked_copy(store: Path, into: Path) -> Path:
