@@ -16,7 +16,11 @@ from cag.readers.registry import SHIPPED
 from cag.retrieval import Retriever
 from cag.store import Store
 
-pytestmark = pytest.mark.slow
+# no reader adapter is shipped until one helps beyond noise (docs/results.md): until then these
+# tests report themselves skipped with that reason rather than fail on a missing file
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(not list(SHIPPED.glob("*.safetensors")),
+                                 reason="no reader adapter is shipped in readers/ yet (docs/readers.md)")]
 SAMPLES = Path(__file__).resolve().parents[2] / "samples" / "corpus"
 QUESTION = "How long can the European lobster grow?"
 
