@@ -16,6 +16,7 @@ from safetensors.torch import load_file, save_file
 from cag.atomic import atomic_write, atomic_write_text
 from cag.errors import CagError
 from cag.models.fingerprint import sha256_hex
+from cag.records import read_checkpoint_record
 from mot.translator import CHECKPOINT_FORMAT, Translator, TranslatorSpec
 
 _DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -101,14 +102,7 @@ def load_translator_weights(spec: TranslatorSpec, path: Path) -> Translator:
 
 
 def read_record(path: Path) -> dict:
-    path = paths(path)[1]
-    try:
-        record = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise CagError(f"Cannot read translator record {path}: {exc}") from exc
-    if record.get("spec", {}).get("format_version") != CHECKPOINT_FORMAT:
-        raise CagError(f"Translator {path} has another checkpoint format; retrain it with `cag train`.")
-    return record
+    return read_checkpoint_record(paths(path)[1], CHECKPOINT_FORMAT, "translator", "cag train")
 
 
 def load_translator(path: Path) -> Translator:

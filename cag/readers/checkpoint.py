@@ -27,6 +27,7 @@ from safetensors.torch import load_file, save_file
 from cag.atomic import atomic_write, atomic_write_text
 from cag.errors import CagError
 from cag.models.fingerprint import sha256_hex
+from cag.records import read_checkpoint_record
 
 READER_FORMAT = 1
 NATIVE = "native"  # `reads` of a reader of the generator's own chunk caches
@@ -104,14 +105,7 @@ def save_reader(spec: ReaderSpec, weights: dict, path, dtype: str = "fp16") -> P
 
 
 def read_record(path) -> dict:
-    record_path = paths(path)[1]
-    try:
-        record = json.loads(record_path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise CagError(f"Cannot read reader adapter record {record_path}: {exc}") from exc
-    if record.get("spec", {}).get("format_version") != READER_FORMAT:
-        raise CagError(f"Reader adapter {record_path} has another format; retrain it with `cag train-reader`.")
-    return record
+    return read_checkpoint_record(paths(path)[1], READER_FORMAT, "reader adapter", "cag train-reader")
 
 
 def load_reader(path) -> Reader:
