@@ -16,22 +16,14 @@ from safetensors.torch import load_file, save_file
 from cag.atomic import atomic_write, atomic_write_text
 from cag.errors import CagError
 from cag.models.fingerprint import sha256_hex
-from cag.records import read_checkpoint_record
+from cag.records import checkpoint_paths, read_checkpoint_record
 from mot.translator import CHECKPOINT_FORMAT, Translator, TranslatorSpec
 
 _DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 WEIGHT_DTYPES = (*_DTYPES, "int8")  # what a translator may be saved in
 
 
-def paths(path) -> tuple[Path, Path]:
-    """(NAME.safetensors, NAME.json) for NAME, NAME.safetensors or NAME.json. Names may hold dots
-    ("qwen2.5"), so suffixes are added, never swapped with Path.with_suffix."""
-    path = Path(path)
-    name = path.name
-    for suffix in (".safetensors", ".json"):
-        if name.endswith(suffix):
-            name = name[:-len(suffix)]
-    return path.with_name(name + ".safetensors"), path.with_name(name + ".json")
+paths = checkpoint_paths  # (NAME.safetensors, NAME.json)
 
 
 SCALE = "::scale"  # suffix of an int8 matrix's per-row scales

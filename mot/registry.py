@@ -7,12 +7,11 @@ fingerprints recorded in its JSON (never by name alone), so a stale translator i
 
 import json
 import logging
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from cag.home import cag_home
-from mot.checkpoint import paths
+from cag.records import install_checkpoint
 
 log = logging.getLogger(__name__)
 SHIPPED = Path(__file__).resolve().parent.parent / "translators"
@@ -70,11 +69,4 @@ def translators_of_kind(kind: str) -> list[Path]:
 
 def install(checkpoint: Path, source: str, target: str, kind: str) -> Path:
     """Copy a trained checkpoint (NAME.safetensors + NAME.json) into $CAG_HOME/translators/."""
-    folder = cag_home() / "translators"
-    folder.mkdir(parents=True, exist_ok=True)
-    stem = file_stem(source, target, kind)  # has dots ("qwen2.5"): never use with_suffix on it
-    for suffix, source_file in zip((".safetensors", ".json"), paths(checkpoint)):
-        tmp = folder / f".tmp-{stem}{suffix}"
-        shutil.copyfile(source_file, tmp)
-        tmp.replace(folder / f"{stem}{suffix}")
-    return folder / f"{stem}.safetensors"
+    return install_checkpoint(checkpoint, cag_home() / "translators", file_stem(source, target, kind))

@@ -23,6 +23,7 @@ import torch
 from cag.defaults import DEFAULT_BLEND_SELECT
 from cag.errors import CagError
 from cag.kv.assemble import AssembledContext
+from cag.kv.geometry import require_every_position
 from cag.models.layers import attention_modules
 
 QUERY_TOKENS = 4  # selection "query": the attention of the prompt's last tokens (upper half of the layers)
@@ -66,12 +67,7 @@ def check_blend_options(fraction: float, select: str) -> None:
 
 
 def check_blendable(lm, length: int) -> None:
-    geometry = lm.geometry
-    if not geometry.is_rotary:
-        raise CagError(f"Blend modes need a rotary generator; {geometry.family} uses absolute positions.")
-    if geometry.sliding_window and length >= geometry.sliding_window:
-        raise CagError(f"Blend modes need every position in the cache: {lm.name}'s sliding-window "
-                       f"layers keep {geometry.sliding_window - 1} tokens, the context has {length}.")
+    require_every_position(lm, length, "Blend modes")
 
 
 @torch.no_grad()

@@ -84,3 +84,15 @@ def _rotary_geometry(config, family: str) -> KVGeometry:
     )
     return KVGeometry(family, layers, config.num_key_value_heads, head_dim, layer_types, sliding,
                       scheme, config.max_position_embeddings)
+
+
+def require_every_position(lm, length: int, who: str) -> None:
+    """Raise a one-line CagError unless `lm` keeps every one of `length` cache positions at its
+    rotary place: what blend and link tokens need to write tokens between cached ones
+    (`who`: "Blend modes", "Link tokens")."""
+    geometry = lm.geometry
+    if not geometry.is_rotary:
+        raise CagError(f"{who} need a rotary generator; {geometry.family} uses absolute positions.")
+    if geometry.sliding_window and length >= geometry.sliding_window:
+        raise CagError(f"{who} need every position in the cache: {lm.name}'s sliding-window layers "
+                       f"keep {geometry.sliding_window - 1} tokens, the context has {length}.")

@@ -27,7 +27,7 @@ from safetensors.torch import load_file, save_file
 from cag.atomic import atomic_write, atomic_write_text
 from cag.errors import CagError
 from cag.models.fingerprint import sha256_hex
-from cag.records import read_checkpoint_record
+from cag.records import checkpoint_paths, read_checkpoint_record
 
 READER_FORMAT = 1
 NATIVE = "native"  # `reads` of a reader of the generator's own chunk caches
@@ -75,14 +75,7 @@ class Reader:
         return f"reader_{self.fingerprint[:16]}"
 
 
-def paths(path) -> tuple[Path, Path]:
-    """(NAME.safetensors, NAME.json) for NAME, NAME.safetensors or NAME.json (names hold dots)."""
-    path = Path(path)
-    name = path.name
-    for suffix in (".safetensors", ".json"):
-        if name.endswith(suffix):
-            name = name[:-len(suffix)]
-    return path.with_name(name + ".safetensors"), path.with_name(name + ".json")
+paths = checkpoint_paths  # (NAME.safetensors, NAME.json)
 
 
 def reader_fingerprint(weights_sha256: str, spec: ReaderSpec) -> str:

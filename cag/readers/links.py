@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 
-from cag.errors import CagError
 from cag.kv.assemble import AssembledContext
+from cag.kv.geometry import require_every_position
 from cag.kv.rotary import Rotary
 
 
@@ -38,12 +38,7 @@ def layout(prefix_tokens: int, lengths: list, links: int) -> Layout:
 
 
 def check_linkable(lm, length: int) -> None:
-    geometry = lm.geometry
-    if not geometry.is_rotary:
-        raise CagError(f"Link tokens need a rotary generator; {geometry.family} uses absolute positions.")
-    if geometry.sliding_window and length >= geometry.sliding_window:
-        raise CagError(f"Link tokens need every position in the cache: {lm.name}'s sliding-window layers "
-                       f"keep {geometry.sliding_window - 1} tokens, the context has {length}.")
+    require_every_position(lm, length, "Link tokens")
 
 
 def linked_cache(lm, prefix_kv, keys: list, values: list, lengths: list, links: torch.Tensor):

@@ -8,12 +8,12 @@ version of it, or another translator is never used.
 
 import json
 import logging
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from cag.home import cag_home
 from cag.readers.checkpoint import NATIVE, paths
+from cag.records import install_checkpoint
 
 log = logging.getLogger(__name__)
 SHIPPED = Path(__file__).resolve().parents[2] / "readers"
@@ -71,13 +71,7 @@ def find_reader(reads: str, generator_fingerprint: str, reads_name: str, generat
 
 def install(checkpoint: Path, stem: str) -> Path:
     """Copy a trained reader (NAME.safetensors + NAME.json) into $CAG_HOME/readers/ as STEM."""
-    folder = cag_home() / "readers"
-    folder.mkdir(parents=True, exist_ok=True)
-    for suffix, source in zip((".safetensors", ".json"), paths(checkpoint)):
-        tmp = folder / f".tmp-{stem}{suffix}"
-        shutil.copyfile(source, tmp)
-        tmp.replace(folder / f"{stem}{suffix}")
-    return folder / f"{stem}.safetensors"
+    return install_checkpoint(checkpoint, cag_home() / "readers", stem)
 
 
 def file_stem(generator: str, reads_name: str, kind: str = "lora") -> str:
