@@ -7,16 +7,23 @@ process, without HTTP):
 - agent B (`--agent-b`, default qwen2.5-coder-0.5b) answers the question from that history:
   (a) `translated`: A's caches translated by the MoT translator A -> B, (b) `direct`: B reads the
   notes as text, (c) `none`: B alone, and (d) `paragraphs`: B reads the paragraphs themselves (the
-  reference; not a history).
+  reference; not a history; with `--history reading` the history holds them, so (b) is that reference
+  and (d) is not run).
 
-Each of B's turns is asked with `remember: false`, so every mode reads the same history (A's notes
-alone). Scores: SQuAD F1/EM of B's first answer line, per-mode means with bootstrap 95% intervals,
+`--history notes` (the default): the session holds A's notes alone (a short history, about 50
+tokens). `--history reading`: the session holds what A read (the paragraphs, as a user record) and
+then its notes, about 1,400 tokens: a long shared history, where reading it as text costs B a full
+prefill. Each of B's turns is asked with `remember: false`, so every mode reads the same history.
+
+Scores: SQuAD F1/EM of B's first answer line, per-mode means with bootstrap 95% intervals,
 paired differences with bootstrap 95% intervals; B's TTFT (from the start of the turn's work to its
-first token: reading the history, translating it in (a), prefilling the question).
+first token: reading the history, translating it in (a), prefilling the question). With a long
+history, B's translated turn is asked twice: the second reads the translations the first stored in
+the session (B's next turn on the same history), and its TTFT is reported apart.
 
-Predictions go to records/multi_agent-hotpotqa.predictions.jsonl (appended per question; a killed
-run resumes), the summary to records/multi_agent-hotpotqa.json.
-Usage: python benchmarks/bench_multi_agent.py [--limit 60] [--seed 0]
+Predictions go to records/multi_agent-hotpotqa[-reading].predictions.jsonl (appended per question;
+a killed run resumes), the summary to records/multi_agent-hotpotqa[-reading].json.
+Usage: python benchmarks/bench_multi_agent.py [--limit 60] [--seed 0] [--history notes|reading]
 """
 
 import argparse
@@ -43,10 +50,10 @@ from eval.metrics import bootstrap_difference_ci, bootstrap_ratio_ci, squad_scor
 from serve_process import add_threads_option, apply_threads  # benchmarks/ is the script's folder
 
 ROOT = Path(__file__).resolve().parents[1]
-RECORD = ROOT / "records" / "multi_agent-hotpotqa.json"
-PREDICTIONS = ROOT / "records" / "multi_agent-hotpotqa.predictions.jsonl"
-HISTORY_MODES = ("translated", "direct", "none")
-MODES = HISTORY_MODES + ("paragraphs",)
+HISTORIES = ("notes", "reading")  # what the session holds: A's notes, or the paragraphs A read and its notes
+HISTORY_MODES = {"notes": ("translated", "direct", "none"),
+                 # a long history: also the server's translated-blend (15% of the history recomputed)
+                 "reading": ("translated", "translated-blend", "direct", "none")}
 NOTE_REQUEST = ("Write down the facts from these paragraphs that are needed to answer the question "
                 "\"{question}\". Write only the facts, briefly.")
 
@@ -104,16 +111,24 @@ def answer_line(text: str) -> str:
 def run_example(server: CagServer, args, example: dict) -> dict:
     a = notes_of_a(server, args.agent_a, example, args.budget, args.note_tokens)
     sid = server.create_session(args.agent_a)["id"]
+    if args.history == "reading":  # what A was given to read joins the shared history before its notes
+        server.add_record(sid, "user", "user", "Paragraphs:\n" + "\n\n".join(a["paragraphs"]))
     server.add_record(sid, "note", args.agent_a, a["notes"] or "(no notes)")
     modes = {}
-    for mode in HISTORY_MODES:
+    for mode in HISTORY_MODES[args.history]:
         turn = server.turn(sid, TurnRequest(example["question"], args.agent_b, mode, args.answer_tokens, remember=False))
         history = turn["history"]
         modes[mode] = {"reply": turn["reply"], "ttft_ms": turn["timings_ms"]["ttft"], "mode_used": history["mode"],
                        "history_tokens": history["tokens"], "history_chunks": history["chunks"],
                        "translate_ms": turn["timings_ms"].get("translate", 0.0)}
-    modes["paragraphs"] = b_reads_paragraphs(server, args.agent_b, example["question"], a["paragraphs"],
-                                             args.answer_tokens)
+        if mode == "translated" and args.history == "reading":
+            # B's next turn on the same history: the session stored the translations the first one made
+            again = server.turn(sid, TurnRequest(example["question"], args.agent_b, mode, args.answer_tokens,
+                                                 remember=False))
+            modes[mode]["ttft_again_ms"] = again["timings_ms"]["ttft"]
+    if args.history == "notes":  # a long history holds the paragraphs: its direct mode is this reference
+        modes["paragraphs"] = b_reads_paragraphs(server, args.agent_b, example["question"], a["paragraphs"],
+                                                 args.answer_tokens)
     for record in modes.values():
         record["prediction"] = answer_line(record["reply"])
         record.update(squad_scores(record["prediction"], example["answers"]))
@@ -127,28 +142,37 @@ def interval(values: list[float]) -> list[float]:
     return [round(mean, 2), round(low, 2), round(high, 2)]
 
 
-def summarize(rows: list[dict]) -> dict:
-    f1 = {m: [r["modes"][m]["f1"] for r in rows] for m in MODES}
+def summarize(rows: list[dict], history_modes: tuple) -> dict:
+    modes_all = history_modes + (("paragraphs",) if "paragraphs" in rows[0]["modes"] else ())
+    f1 = {m: [r["modes"][m]["f1"] for r in rows] for m in modes_all}
     modes = {m: {"f1": interval(f1[m]), "em": round(statistics.mean(r["modes"][m]["em"] for r in rows), 2),
                  "ttft_median_ms": round(statistics.median(r["modes"][m]["ttft_ms"] for r in rows), 1),
                  "ttft_mean_ms": round(statistics.mean(r["modes"][m]["ttft_ms"] for r in rows), 1)}
-             for m in MODES}
-    for m in HISTORY_MODES:
+             for m in modes_all}
+    if all("ttft_again_ms" in r["modes"]["translated"] for r in rows):
+        modes["translated"]["ttft_again_median_ms"] = round(statistics.median(r["modes"]["translated"]["ttft_again_ms"]
+                                                                              for r in rows), 1)
+    for m in history_modes:
         modes[m]["history_tokens_mean"] = round(statistics.mean(r["modes"][m]["history_tokens"] for r in rows), 1)
-    modes["paragraphs"]["context_tokens_mean"] = round(statistics.mean(r["modes"]["paragraphs"]["context_tokens"]
-                                                                       for r in rows), 1)
-    pairs = (("translated", "direct"), ("translated", "none"), ("direct", "none"), ("paragraphs", "translated"),
-             ("paragraphs", "direct"))
+    if "paragraphs" in modes:
+        modes["paragraphs"]["context_tokens_mean"] = round(statistics.mean(r["modes"]["paragraphs"]["context_tokens"]
+                                                                           for r in rows), 1)
+    pairs = [(a, b) for a, b in (("translated", "direct"), ("translated-blend", "direct"), ("translated", "none"),
+                                 ("direct", "none"), ("paragraphs", "translated"), ("paragraphs", "direct"))
+             if a in f1 and b in f1]
     differences = {f"{a} - {b}": [round(x, 2) for x in bootstrap_difference_ci(f1[a], f1[b])] for a, b in pairs}
-    retention = {f"{a} / {b}": [round(x, 3) for x in bootstrap_ratio_ci(f1[a], f1[b])]
-                 for a, b in (("translated", "direct"), ("none", "direct"), ("translated", "paragraphs"),
-                              ("direct", "paragraphs"))}
-    ttft = {m: statistics.median(r["modes"][m]["ttft_ms"] for r in rows) for m in MODES}
+    ratios = [(a, b) for a, b in (("translated", "direct"), ("translated-blend", "direct"), ("none", "direct"),
+                                  ("translated", "paragraphs"), ("direct", "paragraphs")) if a in f1 and b in f1]
+    retention = {f"{a} / {b}": [round(x, 3) for x in bootstrap_ratio_ci(f1[a], f1[b])] for a, b in ratios}
+    ttft = {m: statistics.median(r["modes"][m]["ttft_ms"] for r in rows) for m in modes_all}
     a = {"note_tokens_mean": round(statistics.mean(r["a"]["note_tokens"] for r in rows), 1),
          "prompt_tokens_mean": round(statistics.mean(r["a"]["prompt_tokens"] for r in rows), 1),
          "ttft_median_ms": round(statistics.median(r["a"]["ttft_ms"] for r in rows), 1)}
     return {"n": len(rows), "modes": modes, "f1_differences_ci95": differences, "f1_retention_ci95": retention,
-            "ttft_direct_over_translated": round(ttft["direct"] / ttft["translated"], 2), "agent_a": a}
+            "ttft_direct_over_translated": round(ttft["direct"] / ttft["translated"], 2),
+            "ttft_direct_over": {m: round(ttft["direct"] / ttft[m], 2) for m in modes_all if m != "direct"}
+            | ({"translated, translations stored": round(ttft["direct"] / modes["translated"]["ttft_again_median_ms"], 2)}
+               if "ttft_again_median_ms" in modes["translated"] else {}), "agent_a": a}
 
 
 def main() -> None:
@@ -164,10 +188,16 @@ def main() -> None:
     parser.add_argument("--max-minutes", type=float, default=None,
                         help="take no new question after this long; the record covers the questions done "
                              "(the first ones of the seed's order)")
-    parser.add_argument("--record", type=Path, default=RECORD)
-    parser.add_argument("--predictions", type=Path, default=PREDICTIONS)
+    parser.add_argument("--history", choices=HISTORIES, default="notes",
+                        help="the shared history B reads: A's notes, or the paragraphs A read and its notes")
+    parser.add_argument("--record", type=Path, default=None,
+                        help="default: records/multi_agent-hotpotqa.json (-reading with --history reading)")
+    parser.add_argument("--predictions", type=Path, default=None)
     add_threads_option(parser)
     args = parser.parse_args()
+    stem = "multi_agent-hotpotqa" + ("" if args.history == "notes" else f"-{args.history}")
+    args.record = args.record or ROOT / "records" / f"{stem}.json"
+    args.predictions = args.predictions or ROOT / "records" / f"{stem}.predictions.jsonl"
     apply_threads(args)
     path, task = resolve_dataset("hotpotqa", None)
     examples = sample(load_examples(path, task), task, args.limit, args.seed)
@@ -195,7 +225,7 @@ def main() -> None:
                     out.write(json.dumps(row, ensure_ascii=False) + "\n")
                     out.flush()
                     done[row["id"]] = row
-                    print(f"{i}/{len(examples)} " + " ".join(f"{m} {row['modes'][m]['f1']:.0f}" for m in MODES),
+                    print(f"{i}/{len(examples)} " + " ".join(f"{m} {v['f1']:.0f}" for m, v in row["modes"].items()),
                           flush=True)
                     load.append(os.getloadavg()[0])
         finally:
@@ -205,7 +235,7 @@ def main() -> None:
               "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "threads": torch.get_num_threads(), "device": "cpu",
               "seconds_this_run": round(time.perf_counter() - start, 1),
               "load_average_1min": {"min": min(load), "max": max(load)},
-              "predictions": args.predictions.name, **summarize(rows)}
+              "predictions": args.predictions.name, **summarize(rows, HISTORY_MODES[args.history])}
     args.record.write_text(json.dumps(record, indent=2))
     print(json.dumps(record["modes"], indent=1), json.dumps(record["f1_differences_ci95"]),
           json.dumps(record["f1_retention_ci95"]), f"TTFT direct / translated {record['ttft_direct_over_translated']}",

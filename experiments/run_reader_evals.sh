@@ -34,9 +34,9 @@ for step in "${steps[@]}"; do
       $CAG train-reader --reads native --adapter links --link-tokens 4 --lr 3e-3 --data $DATA \
         --out runs/train-reader-native-links --no-install
       ship runs/train-reader-native-links ${Q}__native__links ;;
-    hotpotqa)  # ten paragraphs, about 1,350 generator tokens (reuses the caches of a first, larger attempt)
+    hotpotqa)  # ten paragraphs, about 1,350 generator tokens; a run folder takes modes added later
       $CAG eval --dataset hotpotqa --context-budget 2048 --limit 100 --dtype bf16 --blend 0.25 --modes $MODES \
-        --reuse-caches-from runs/reader-hotpotqa-150 --out runs/reader-hotpotqa-100 ;;
+        --out runs/reader-hotpotqa-100 ;;
     hotpotqa20)  # twenty paragraphs (its own ten and ten of other questions), about 2,700 tokens
       $CAG eval --dataset hotpotqa-20 --context-budget 4096 --limit 60 --dtype bf16 --blend 0.25 --modes $MODES \
         --out runs/reader-hotpotqa20-60 ;;
