@@ -23,9 +23,6 @@ _DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 WEIGHT_DTYPES = (*_DTYPES, "int8")  # what a translator may be saved in
 
 
-paths = checkpoint_paths  # (NAME.safetensors, NAME.json)
-
-
 SCALE = "::scale"  # suffix of an int8 matrix's per-row scales
 
 
@@ -67,7 +64,7 @@ def _float_state(stored: dict) -> dict:
 
 def save_translator(translator: Translator, path: Path, dtype: str = "fp16") -> Path:
     """Write PATH.safetensors and PATH.json atomically; returns the .safetensors path."""
-    path, record_path = paths(path)
+    path, record_path = checkpoint_paths(path)
     state = storable_state(translator, dtype)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, lambda tmp: save_file(state, str(tmp)))
@@ -94,12 +91,12 @@ def load_translator_weights(spec: TranslatorSpec, path: Path) -> Translator:
 
 
 def read_record(path: Path) -> dict:
-    return read_checkpoint_record(paths(path)[1], CHECKPOINT_FORMAT, "translator", "cag train")
+    return read_checkpoint_record(checkpoint_paths(path)[1], CHECKPOINT_FORMAT, "translator", "cag train")
 
 
 def load_translator(path: Path) -> Translator:
     """Load and verify (sha256 of the weights file) a translator checkpoint."""
-    path = paths(path)[0]
+    path = checkpoint_paths(path)[0]
     record = read_record(path)
     if not path.is_file():
         raise CagError(f"Translator weights {path} are missing.")
@@ -114,7 +111,7 @@ def load_translator(path: Path) -> Translator:
 def record_qa(checkpoint: Path, result: dict, key: str = "qa") -> None:
     """Write a QA retention measurement into a translator's JSON (weights and fingerprint
     unchanged): `key` "qa" (its full mode) or "qa_blend" (a translated-blend setting)."""
-    record_path = paths(checkpoint)[1]
+    record_path = checkpoint_paths(checkpoint)[1]
     record = json.loads(record_path.read_text())
     record["spec"]["metrics"][key] = result
     atomic_write_text(record_path, json.dumps(record, indent=2))

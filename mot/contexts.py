@@ -14,7 +14,8 @@ from cag.kv.chunk_cache import ids_sha256, tokenize_chunk
 from cag.kv.serde import save_chunk_cache
 from cag.store.spaces import CacheSpace
 from cag.store.store import Store
-from mot.checkpoint import load_translator, paths
+from cag.records import checkpoint_paths
+from mot.checkpoint import load_translator
 from mot.injection import injection_window, window_cache
 from mot.registry import find_translator
 from mot.translator import translate_chunks
@@ -37,7 +38,7 @@ def translator_for(store: Store, lm, kind: str, mode: str | None = None):
                             store.config.encoder, lm.name)
     if found.path is None:
         raise CagError(f"Cannot answer in mode {mode or kind}: {found.reason}.")
-    record = paths(found.path)[1]  # a changed JSON (spec, metrics) makes another translator too
+    record = checkpoint_paths(found.path)[1]  # a changed JSON (spec, metrics) makes another translator too
     key = (str(found.path), found.path.stat().st_mtime_ns, record.stat().st_mtime_ns, str(lm.device))
     if key not in _LOADED:
         _LOADED[key] = load_translator(found.path).to(lm.device)  # on the generator's device

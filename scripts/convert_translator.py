@@ -11,7 +11,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mot.checkpoint import load_translator, paths, save_translator  # noqa: E402
+from cag.records import checkpoint_paths  # noqa: E402
+from mot.checkpoint import load_translator, save_translator  # noqa: E402
 
 
 def main() -> None:
@@ -22,7 +23,7 @@ def main() -> None:
     args = parser.parse_args()
     translator = load_translator(args.src)
     out = save_translator(translator, args.dst, args.dtype)
-    before, after = paths(args.src)[0].stat().st_size, out.stat().st_size
+    before, after = checkpoint_paths(args.src)[0].stat().st_size, out.stat().st_size
     print(f"{out}: {after / 2 ** 20:.1f} MiB ({args.dtype}; was {before / 2 ** 20:.1f} MiB)")
 
 

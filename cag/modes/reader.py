@@ -23,6 +23,7 @@ from cag.modes.registry import get_mode, mode_names
 from cag.readers import attach, find_reader, load_reader
 from cag.readers.links import with_links
 from cag.readers.lora import check_generator
+from cag.records import checkpoint_paths
 
 log = logging.getLogger(__name__)
 SUFFIX = "+reader"
@@ -86,8 +87,7 @@ class ReaderMode(DerivedMode):
 
 def loaded_reader(path):
     """The reader at `path`, read and verified once per file version."""
-    from cag.readers import paths
-    weights, record = paths(path)
+    weights, record = checkpoint_paths(path)
     key = (str(weights), weights.stat().st_mtime_ns, record.stat().st_mtime_ns)
     if key not in _LOADED:
         _LOADED[key] = load_reader(weights)

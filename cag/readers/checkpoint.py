@@ -75,9 +75,6 @@ class Reader:
         return f"reader_{self.fingerprint[:16]}"
 
 
-paths = checkpoint_paths  # (NAME.safetensors, NAME.json)
-
-
 def reader_fingerprint(weights_sha256: str, spec: ReaderSpec) -> str:
     return sha256_hex(weights_sha256.encode(), spec.generator_fingerprint.encode(), spec.reads.encode())
 
@@ -86,7 +83,7 @@ def save_reader(spec: ReaderSpec, weights: dict, path, dtype: str = "fp16") -> P
     """Write NAME.safetensors and NAME.json atomically; the .safetensors path."""
     if dtype not in _DTYPES:
         raise CagError(f"Unknown reader weight dtype {dtype!r}; choose {', '.join(_DTYPES)}.")
-    weights_path, record_path = paths(path)
+    weights_path, record_path = checkpoint_paths(path)
     state = {k: v.detach().to(_DTYPES[dtype]).contiguous().cpu() for k, v in weights.items()}
     atomic_write(weights_path, lambda tmp: save_file(state, str(tmp)))
     digest = sha256_hex(weights_path.read_bytes())
@@ -98,12 +95,12 @@ def save_reader(spec: ReaderSpec, weights: dict, path, dtype: str = "fp16") -> P
 
 
 def read_record(path) -> dict:
-    return read_checkpoint_record(paths(path)[1], READER_FORMAT, "reader adapter", "cag train-reader")
+    return read_checkpoint_record(checkpoint_paths(path)[1], READER_FORMAT, "reader adapter", "cag train-reader")
 
 
 def load_reader(path) -> Reader:
     """Load and verify (sha256 of the weights file, fingerprint) a reader adapter."""
-    weights_path, _ = paths(path)
+    weights_path, _ = checkpoint_paths(path)
     record = read_record(path)
     if not weights_path.is_file():
         raise CagError(f"Reader adapter weights {weights_path} are missing.")
@@ -119,7 +116,7 @@ def load_reader(path) -> Reader:
 def record_qa(path, result: dict, key: str = "qa") -> None:
     """Write a QA measurement into a reader's JSON (weights and fingerprint unchanged): `key` "qa"
     (its full mode) or "qa_blend" (a blend setting); what `--mode auto` reads."""
-    record_path = paths(path)[1]
+    record_path = checkpoint_paths(path)[1]
     record = json.loads(record_path.read_text())
     record["spec"]["metrics"][key] = result
     atomic_write_text(record_path, json.dumps(record, indent=2))

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cag.home import cag_home
-from cag.readers.checkpoint import NATIVE, paths
-from cag.records import install_checkpoint
+from cag.readers.checkpoint import NATIVE
+from cag.records import checkpoint_paths, install_checkpoint
 
 log = logging.getLogger(__name__)
 SHIPPED = Path(__file__).resolve().parents[2] / "readers"
@@ -56,7 +56,7 @@ def find_reader(reads: str, generator_fingerprint: str, reads_name: str, generat
         if spec.get("kind", "lora") != kind:
             continue
         if (spec["reads"], spec["generator_fingerprint"]) == (reads, generator_fingerprint):
-            return FoundReader(paths(path)[0], "", record)
+            return FoundReader(checkpoint_paths(path)[0], "", record)
         if near is None and spec.get("generator") == generator:
             near = (path, spec)
     fix = f"train one with {train_command(generator, reads_name, kind)}"
