@@ -4,6 +4,7 @@
 # recorded under records/. Run folders go under runs/ (not committed); experiments/collect_eval.py
 # and collect_training.py copy their records. One model-heavy job at a time (the CPU is shared).
 #   bash experiments/run_large_evals.sh check train ship squad speed hotpotqa record
+#   bash experiments/run_large_evals.sh train-smollm squad-smollm   (smollm2-135m as the encoder)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}  # this tree, not an editable install elsewhere
@@ -13,6 +14,7 @@ L=qwen2.5-coder-1.5b
 Q=qwen2.5-coder-0.5b
 NICE="nice -n 5"
 steps=("$@")
+source experiments/translator_home.sh  # translator_home GENERATOR KIND=CHECKPOINT...
 [ ${#steps[@]} -gt 0 ] || steps=(check train ship squad speed hotpotqa record)
 
 for step in "${steps[@]}"; do
@@ -32,6 +34,15 @@ for step in "${steps[@]}"; do
         --eval-every 40 --data runs/data-qwen05-qwen15-text --out runs/train-qwen05-qwen15-mot ;;
     ship)
       $PY experiments/collect_training.py runs/train-qwen05-qwen15-ridge runs/train-qwen05-qwen15-mot --ship ;;
+    train-smollm)  # the other encoder into the 1.5B: the same recipe and window counts from smollm2-135m
+      $NICE $CAG train --source smollm2-135m --target $L --kind mot --weights-dtype int8 --windows 128 \
+        --heldout-windows 16 --eval-every 40 --no-install --out runs/train-smollm-qwen15-mot ;;
+    squad-smollm)  # its translations on the squad step's questions; direct kept from that run
+      $PY experiments/fork_eval_run.py records/eval/squad-200-qwen05-qwen15 runs/eval/squad-200-smollm-qwen15 \
+        --keep direct
+      home=$(translator_home $L mot=runs/train-smollm-qwen15-mot/translator)
+      CAG_HOME=$home $NICE $CAG eval --dataset squad --limit 200 --encoder smollm2-135m --model $L \
+        --dtype bf16 --modes direct,translated,translated-blend --blend 0.25 --out runs/eval/squad-200-smollm-qwen15 ;;
     squad)
       $NICE $CAG eval --dataset squad --limit 200 --encoder $Q --model $L --dtype bf16 \
         --modes direct,native,none,translated,ridge,translated-blend --blend 0.25 \
