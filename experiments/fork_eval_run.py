@@ -14,7 +14,10 @@ same seed draws): a cheaper experiment on a subset that still reuses the kept pr
 than the run's extends it: eval's sample with a seed is prefix-stable (its first examples are the
 run's), so `cag eval --limit N` then answers only the examples the run did not hold.
 
-Usage: python experiments/fork_eval_run.py SRC DST [--keep direct,native,none] [--limit N]
+`--encoder NAME` forks for another encoder: only modes that do not read the encoder's caches may be
+kept (direct, native, none), and the store is not copied (its encoder caches are the old encoder's).
+
+Usage: python experiments/fork_eval_run.py SRC DST [--keep direct,native,none] [--limit N] [--encoder NAME]
 """
 
 import argparse
@@ -30,18 +33,27 @@ def subset_ids(config: dict, limit: int) -> set:
     return {ex["id"] for ex in sample(examples, config["task"], limit, config["seed"])}
 
 
-def fork(src: Path, dst: Path, keep: list[str], limit: int | None = None) -> None:
+ENCODER_FREE = {"direct", "native", "none"}  # modes whose answers do not depend on the encoder
+
+
+def fork(src: Path, dst: Path, keep: list[str], limit: int | None = None, encoder: str | None = None) -> None:
     if dst.exists():
         raise SystemExit(f"{dst} exists; remove it first.")
     config = json.loads((src / "config.json").read_text())
+    new_encoder = encoder is not None and encoder != config["encoder"]
+    if new_encoder and not set(keep) <= ENCODER_FREE:
+        raise SystemExit(f"--encoder: only {', '.join(sorted(ENCODER_FREE))} can be kept, not "
+                         f"{', '.join(sorted(set(keep) - ENCODER_FREE))}")
     if limit is not None and config.get("limit") is None:
         raise SystemExit(f"{src} holds every example of its dataset; --limit cannot extend it.")
     ids = subset_ids(config, limit) if limit is not None and limit < config["limit"] else None
     dst.mkdir(parents=True)
-    if (src / "store").is_dir():
+    if (src / "store").is_dir() and not new_encoder:
         shutil.copytree(src / "contexts", dst / "contexts")
         shutil.copytree(src / "store", dst / "store", ignore=shutil.ignore_patterns("write.lock"))
     config.update(modes=keep, out=str(dst), window=None)
+    if new_encoder:
+        config["encoder"] = encoder
     if limit is not None:
         config["limit"] = limit
     (dst / "config.json").write_text(json.dumps(config, indent=2))
@@ -58,8 +70,9 @@ def main() -> None:
     parser.add_argument("dst", type=Path)
     parser.add_argument("--keep", default="direct,native,none", help="modes whose predictions are kept")
     parser.add_argument("--limit", type=int, help="fork only the first N examples of the run's sample")
+    parser.add_argument("--encoder", help="fork for another encoder (keeps only encoder-free modes)")
     args = parser.parse_args()
-    fork(args.src, args.dst, args.keep.split(","), args.limit)
+    fork(args.src, args.dst, args.keep.split(","), args.limit, args.encoder)
 
 
 if __name__ == "__main__":

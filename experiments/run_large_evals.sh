@@ -39,7 +39,7 @@ for step in "${steps[@]}"; do
         --heldout-windows 16 --eval-every 40 --no-install --out runs/train-smollm-qwen15-mot ;;
     squad-smollm)  # its translations on the squad step's questions; direct kept from that run
       $PY experiments/fork_eval_run.py records/eval/squad-200-qwen05-qwen15 runs/eval/squad-200-smollm-qwen15 \
-        --keep direct
+        --keep direct --encoder smollm2-135m
       home=$(translator_home $L mot=runs/train-smollm-qwen15-mot/translator)
       CAG_HOME=$home $NICE $CAG eval --dataset squad --limit 200 --encoder smollm2-135m --model $L \
         --dtype bf16 --modes direct,translated,translated-blend --blend 0.25 --out runs/eval/squad-200-smollm-qwen15 ;;
