@@ -59,9 +59,11 @@ def test_the_homogeneous_pair_aligns_as_the_identity(real_cag_home, monkeypatch)
     assert torch.equal(alignment.weights, torch.eye(len(l_ids))) and alignment.nearest == 0
 
 
-def test_the_shipped_homogeneous_translator_answers_from_the_small_models_store(real_cag_home, monkeypatch, tmp_path):
-    """The shipped qwen2.5-coder-0.5b -> 1.5B MoT is found by both fingerprints and lets the 1.5B
-    answer the sample corpus's question from the 0.5B's stored caches, as it does from the text."""
+@pytest.mark.parametrize("encoder_name", ["qwen2.5-coder-0.5b", "smollm2-135m"])
+def test_the_shipped_translators_answer_from_the_encoders_store(encoder_name, real_cag_home, monkeypatch, tmp_path):
+    """The shipped MoT translators into the 1.5B (from the homogeneous qwen2.5-coder-0.5b and from
+    the default encoder smollm2-135m) are found by both fingerprints and let the 1.5B answer the
+    sample corpus's question from the encoder's stored caches, as it does from the text."""
     from pathlib import Path
 
     from cag.ask import ask
@@ -71,12 +73,12 @@ def test_the_shipped_homogeneous_translator_answers_from_the_small_models_store(
     from mot.registry import SHIPPED, find_translator
 
     monkeypatch.setenv("CAG_HOME", real_cag_home)
-    encoder, lm = load_model("qwen2.5-coder-0.5b"), load_model(NAME)
+    encoder, lm = load_model(encoder_name), load_model(NAME)
     found = find_translator(encoder.fingerprint, lm.fingerprint, "mot")
     assert found.path is not None and found.path.parent == SHIPPED, found.reason
     store = tmp_path / "store"
     ingest([Path(__file__).resolve().parents[2] / "samples" / "corpus"], store,
-           IngestOptions(encoder="qwen2.5-coder-0.5b"))
+           IngestOptions(encoder=encoder_name))
     retriever = Retriever(Store.open(store))
     question = "How long can the European lobster grow?"
     translated = ask(question, top_k=1, mode="translated", max_new_tokens=16, lm=lm, retriever=retriever)
