@@ -5,6 +5,7 @@
 # and collect_training.py copy their records. One model-heavy job at a time (the CPU is shared).
 #   bash experiments/run_large_evals.sh check train ship squad speed hotpotqa record
 #   bash experiments/run_large_evals.sh train-smollm squad-smollm   (smollm2-135m as the encoder)
+#   bash experiments/run_large_evals.sh train-qwen-gemma squad-qwen-gemma   (qwen2.5-coder-0.5b into gemma3-270m)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}  # this tree, not an editable install elsewhere
@@ -43,6 +44,15 @@ for step in "${steps[@]}"; do
       home=$(translator_home $L mot=runs/train-smollm-qwen15-mot/translator)
       CAG_HOME=$home $NICE $CAG eval --dataset squad --limit 200 --encoder smollm2-135m --model $L \
         --dtype bf16 --modes direct,translated,translated-blend --blend 0.25 --out runs/eval/squad-200-smollm-qwen15 ;;
+    train-qwen-gemma)  # the encoder question into gemma3-270m: the recipe of smollm2-135m's 192-window MoT
+      $NICE $CAG train --source $Q --target gemma3-270m --kind mot --target-embeddings 2 --token-rank 512 \
+        --weights-dtype int8 --windows 192 --no-install --out runs/train-qwen05-gemma-mot ;;
+    squad-qwen-gemma)  # its translations on that MoT's SQuAD 200 questions; direct, native, none kept
+      $PY experiments/fork_eval_run.py records/eval/squad-200-gemma-mot-r512 runs/eval/squad-200-qwen05-gemma \
+        --keep direct,native,none --encoder $Q
+      home=$(translator_home gemma3-270m mot=runs/train-qwen05-gemma-mot/translator)
+      CAG_HOME=$home $NICE $CAG eval --dataset squad --limit 200 --encoder $Q --model gemma3-270m \
+        --dtype bf16 --modes direct,native,none,translated --out runs/eval/squad-200-qwen05-gemma ;;
     squad)
       $NICE $CAG eval --dataset squad --limit 200 --encoder $Q --model $L --dtype bf16 \
         --modes direct,native,none,translated,ridge,translated-blend --blend 0.25 \
