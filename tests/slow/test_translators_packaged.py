@@ -52,17 +52,20 @@ def test_alignment_on_real_tokenizers(models, source, target):
         print(f"{source} -> {target}: {s_off.shape[0]} / {t_off.shape[0]} tokens, {a.nearest} nearest-only")
 
 
-@pytest.mark.parametrize("target", ["qwen2.5-coder-0.5b", "gemma3-270m"])
-@pytest.mark.parametrize("kind", ["mot", "single", "ridge"])
-def test_shipped_translators_match_the_models_and_budgets(models, target, kind):
-    found = find_translator(models["smollm2-135m"].fingerprint, models[target].fingerprint, kind)
+SHIPPED_PAIRS = [("smollm2-135m", target, kind) for target in ("qwen2.5-coder-0.5b", "gemma3-270m")
+                 for kind in ("mot", "single", "ridge")] + [("qwen2.5-coder-0.5b", "gemma3-270m", "mot")]
+
+
+@pytest.mark.parametrize("source_name,target,kind", SHIPPED_PAIRS)
+def test_shipped_translators_match_the_models_and_budgets(models, source_name, target, kind):
+    found = find_translator(models[source_name].fingerprint, models[target].fingerprint, kind)
     assert found.path is not None and found.path.parent == SHIPPED, found.reason
     assert found.path.stat().st_size < 25 * 2 ** 20
     translator = load_translator(found.path)
     generator_parameters = sum(p.numel() for p in models[target].model.parameters())
     assert translator.parameter_count() < 0.10 * generator_parameters
     # the batched inference path (bf16 where native) gives the training path's translation
-    source = models["smollm2-135m"]
+    source = models[source_name]
     chunk = prefill_chunk(source, TEXTS[2], prompt_layout(source.tokenizer).prefix_ids)
     t_ids, t_offsets = tokenize_chunk(models[target].tokenizer, TEXTS[2])
     weights = align(TEXTS[2], t_offsets, chunk.offsets).weights
@@ -71,7 +74,10 @@ def test_shipped_translators_match_the_models_and_budgets(models, target, kind):
     tokens = token_features(embedding_table(models[target]), t_ids, embeddings) if embeddings else None
     with torch.no_grad():
         want_k, want_v, _ = translator(chunk.keys, chunk.values, weights, positions, tokens)
-    for dtype, bound in ((torch.float32, 1e-9), (torch.bfloat16, 1e-4)):
+    # bf16 rounds relative to magnitude; qwen2.5's caches carry key channels in the hundreds, so its
+    # translations' bf16 error is larger (2.3e-4 measured; the QA records were made in bf16)
+    bf16_bound = 5e-4 if source_name.startswith("qwen") else 1e-4
+    for dtype, bound in ((torch.float32, 1e-9), (torch.bfloat16, bf16_bound)):
         got_k, got_v = translate_layers(translator, chunk.keys, chunk.values, weights, positions, dtype, tokens=tokens)
         error = sum(float((g - w).pow(2).sum()) for g, w in zip(got_k + got_v, want_k + want_v))
         assert error / sum(float(w.pow(2).sum()) for w in want_k + want_v) < bound, dtype
