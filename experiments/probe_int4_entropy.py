@@ -25,22 +25,23 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1])]
 from cag.kv.chunk_cache import prefill_chunk  # noqa: E402
 from cag.kv.quantize import quantize  # noqa: E402
 from cag.models import load_model  # noqa: E402
+from eval.datasets import resolve_dataset  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-SQUAD = ROOT.parent / "shared" / "data" / "squad_v1.1" / "dev.jsonl"
 
 
-def distinct_contexts(count: int) -> list[str]:
-    seen, out = set(), []
-    with SQUAD.open() as f:
+def first_questions(count: int) -> list[dict]:
+    """The first question of each of the first `count` distinct contexts of SQuAD dev."""
+    seen, rows = set(), []
+    with resolve_dataset("squad", None)[0].open() as f:
         for line in f:
-            context = json.loads(line)["context"]
-            if context not in seen:
-                seen.add(context)
-                out.append(context)
-            if len(out) == count:
+            row = json.loads(line)
+            if row["context"] not in seen:
+                seen.add(row["context"])
+                rows.append(row)
+            if len(rows) == count:
                 break
-    return out
+    return rows
 
 
 def unpacked_codes(q: torch.Tensor) -> torch.Tensor:
@@ -86,7 +87,7 @@ def main() -> None:
     parser.add_argument("--models", default="smollm2-135m,qwen2.5-coder-0.5b")
     parser.add_argument("--out", type=Path, default=ROOT / "records" / "int4_entropy.json")
     args = parser.parse_args()
-    contexts = distinct_contexts(args.contexts)
+    contexts = [row["context"] for row in first_questions(args.contexts)]
     record = {"date": "2026-12-04", "dataset": "squad dev, distinct contexts",
               "models": {m: measure(m, contexts) for m in args.models.split(",")}}
     args.out.write_text(json.dumps(record, indent=1) + "\n")

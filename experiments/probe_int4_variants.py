@@ -30,7 +30,7 @@ from cag.kv.chunk_cache import ChunkCache, prefill_chunk  # noqa: E402
 from cag.kv.generate import forward_new_tokens  # noqa: E402
 from cag.models import load_model  # noqa: E402
 from cag.prompt import prompt_layout  # noqa: E402
-from probe_int4_entropy import SQUAD  # noqa: E402
+from probe_int4_entropy import first_questions  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 quantization.BITS.update({"int3": 3, "int2": 2})  # probe only: codes left unpacked, bytes counted
@@ -58,28 +58,18 @@ def hadamard(n: int) -> torch.Tensor:
 
 def round_trip(x: torch.Tensor, bits: int, per: str, group: int, rotation) -> torch.Tensor:
     """(H, T, D) through quantize/dequantize with `bits` over groups of `group`."""
-    quantization.GROUP = group
-    name = f"int{bits}"
+    name, shipped_group = f"int{bits}", quantization.GROUP
     y = x.float() @ rotation if rotation is not None else x.float()
-    back = quantization.dequantize(quantization.quantize(y, name, per), y.shape, name, per)
+    quantization.GROUP = group  # the probe's group size, for this round trip only
+    try:
+        back = quantization.dequantize(quantization.quantize(y, name, per), y.shape, name, per)
+    finally:
+        quantization.GROUP = shipped_group
     return (back @ rotation.T if rotation is not None else back).to(x.dtype)
 
 
 def fraction_of_fp16(key_bits, key_group, value_bits, value_group, _rotate) -> float:
     return ((key_bits + 32 / key_group) + (value_bits + 32 / value_group)) / 32
-
-
-def first_questions(count: int) -> list[dict]:
-    seen, rows = set(), []
-    with SQUAD.open() as f:
-        for line in f:
-            row = json.loads(line)
-            if row["context"] not in seen:
-                seen.add(row["context"])
-                rows.append(row)
-            if len(rows) == count:
-                break
-    return rows
 
 
 def answer_text(row: dict) -> str:
