@@ -133,8 +133,10 @@ def aligned_inputs(translator, src_keys: list, src_values: list, weights: torch.
     """Every target layer's own input (L_t, T_t, F_s) and the shared features (T_t, F_h) or None,
     as `Translator.layer_parts` builds them one by one."""
     spec = translator.spec
-    keys = torch.stack([k.float() for k in src_keys])  # (L_s, H, T_s, Dh)
-    values = torch.stack([v.float() for v in src_values])
+    device = next(translator.parameters()).device  # stored caches are read on the CPU
+    keys = torch.stack([k.float().to(device) for k in src_keys])  # (L_s, H, T_s, Dh)
+    values = torch.stack([v.float().to(device) for v in src_values])
+    weights = weights.to(device)
     layers_s, heads, tokens_s, dim = keys.shape
     # (T_s, L_s, 2, H, Dh): per source layer its flattened K then V, as layer_features orders them
     source = torch.stack([keys, values], dim=1).permute(3, 0, 1, 2, 4).reshape(tokens_s, -1)

