@@ -1,5 +1,6 @@
-"""Pack what a GPU machine without network needs for the prepared run into chunks that each fit
-one transfer (a lent machine takes at most 64 MiB per call, the checkout included).
+"""Pack what a GPU machine without network needs for the prepared run into transfer-sized chunks.
+
+Each chunk fits one transfer (a lent machine takes at most 64 MiB per call, the checkout included).
 
 What travels, in this order (so the first chunks already allow a smoke test):
     wheels.tar        cag's packages that such a machine lacks (benchmarks/gpu/wheels.txt, Python 3.12)

@@ -1,5 +1,5 @@
-"""The prepared GPU run: one script, sized for 8 minutes on one large GPU (about 15 measured on an H200), that exercises every part of
-cag on the device and prints one table.
+"""The prepared GPU run: one script, sized for 8 minutes on one large GPU (about 15 measured on an
+H200), that exercises every part of cag on the device and prints one table.
 
     ingest the sample corpus (encoder + the generator's own caches) on the device
     ask one question in every mode (one-shot: TTFT with the warm-up apart; translated uses the

@@ -1,5 +1,7 @@
-"""Collect one chunk of pack.py's payload on the GPU machine, and join every item whose pieces have
-all arrived (sha256 checked before the item appears under its name). Standard library only.
+"""Collect one chunk of pack.py's payload on the GPU machine and join the items now complete.
+
+An item is joined once all its pieces have arrived, and its sha256 is checked before it appears
+under its name. Standard library only.
 
 Usage: python3 benchmarks/gpu/stage.py CHUNK_FOLDER [--into /tmp/cag-carry]
 Items land in INTO/files/; run.sh reads them from there.

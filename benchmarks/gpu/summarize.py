@@ -1,6 +1,7 @@
-"""Summarize an eval's predictions (also an eval cut short: only questions answered in every mode
-count), and compare them per question with other runs of the same questions, e.g. the GPU's bf16
-answers against the CPU's fp32 ones.
+"""Summarize an eval's predictions and compare them per question with other runs of the same questions.
+
+An eval cut short counts only the questions answered in every mode. A comparison is, e.g., the
+GPU's bf16 answers against the CPU's fp32 ones.
 
 Usage: python benchmarks/gpu/summarize.py PREDICTIONS.jsonl [--reference NAME=PREDICTIONS.jsonl ...]
                                           [--json OUT.json]
