@@ -1,5 +1,5 @@
 """Compressed chunk caches against fp16, side by side in one run: the same questions answered from
-stores whose chunk caches are fp16, int8 and int4 (`cag eval --cache-dtype`), in the modes that
+stores whose chunk caches are fp16 and each of `--cache-dtypes` (`cag eval --cache-dtype`), in the modes that
 read stored caches (native: the generator's own; translated: the encoder's, through the MoT
 translator), with the generator reading the text (direct) as every run's reference.
 
@@ -8,7 +8,7 @@ bootstrap 95% interval over the questions), bytes stored per context token, and 
 read a context's chunk caches (`load`).
 
 Usage: python benchmarks/bench_cache_dtype.py [--dataset squad] [--limit 100] [--dtype bf16]
-           [--context-budget N] [--out records/cache_dtype-DATASET.json]
+           [--cache-dtypes int8,int4,int4k-int3v] [--context-budget N] [--out records/cache_dtype-DATASET.json]
 Run folders go to runs/cache-dtype-DATASET-DTYPE/ (resumable: a killed run continues).
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 from eval.metrics import bootstrap_ratio_ci
 
 ROOT = Path(__file__).resolve().parents[1]
-DTYPES = ("fp16", "int8", "int4")
+COMPRESSED = ("int8", "int4", "int4k-int3v")
 MODES = ("native", "translated")
 
 
@@ -61,21 +61,23 @@ def main() -> None:
     parser.add_argument("--encoder", default="smollm2-135m")
     parser.add_argument("--dtype", default="bf16", help="the generator's compute dtype")
     parser.add_argument("--context-budget", type=int, default=None, help="multi_doc: tokens of paragraphs")
+    parser.add_argument("--cache-dtypes", default=",".join(COMPRESSED), help="compared with fp16, comma-separated")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
+    dtypes = ("fp16", *(d for d in args.cache_dtypes.split(",") if d and d != "fp16"))
     tag = f"{args.dataset}{'-budget' + str(args.context_budget) if args.context_budget else ''}"
-    runs = {d: ROOT / "runs" / f"cache-dtype-{tag}-{d}" for d in DTYPES}
+    runs = {d: ROOT / "runs" / f"cache-dtype-{tag}-{d}" for d in dtypes}
     started = time.perf_counter()
-    for dtype in DTYPES:
+    for dtype in dtypes:
         if dtype != "fp16":
             share_direct(runs["fp16"], runs[dtype])
         run_eval(args, dtype, runs[dtype])
-    held = {d: records(runs[d]) for d in DTYPES}
+    held = {d: records(runs[d]) for d in dtypes}
     ids = sorted({i for (i, m) in held["fp16"] if m == "direct"})
     result = {"date": time.strftime("%Y-%m-%d"), "dataset": args.dataset, "context_budget": args.context_budget,
               "questions": len(ids), "model": args.model, "encoder": args.encoder, "compute_dtype": args.dtype,
-              "runs": {d: str(runs[d].relative_to(ROOT)) for d in DTYPES}, "modes": {}}
-    for dtype in DTYPES:
+              "runs": {d: str(runs[d].relative_to(ROOT)) for d in dtypes}, "modes": {}}
+    for dtype in dtypes:
         metrics = json.loads((runs[dtype] / "metrics.json").read_text())
         for mode in MODES:
             rows = [held[dtype][(i, mode)] for i in ids]

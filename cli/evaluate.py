@@ -48,8 +48,8 @@ def eval_command(
         "--reuse-caches-from", help="Another run folder (or store): chunk caches it holds for the same "
                                     "model, prefix and text are hard-linked instead of prefilled "
                                     "(repeatable).")] = None,
-    cache_dtype: Annotated[str, typer.Option(help="Storage of the run's chunk caches: fp16, bf16, fp32, int8 or "
-                                                  "int4 (part of the run's identity).")] = "fp16",
+    cache_dtype: Annotated[str, typer.Option(help="Storage of the run's chunk caches: fp16, bf16, fp32, int8, "
+                                                  "int4 or int4k-int3v (part of the run's identity).")] = "fp16",
     keep_translated: Annotated[bool, typer.Option(
         help="Store chunk translations in the run's store: reused by translated-window/-blend and when a "
              "killed run resumes. --no-keep-translated translates every time and stores none (a "

@@ -62,7 +62,7 @@ class EvalConfig:
     blend_select: str = DEFAULT_BLEND_SELECT  # *-blend modes: which tokens (cag.kv.blend.SELECTIONS; others: experiments)
     reuse_caches: tuple = ()  # run folders or stores whose identical chunk caches are linked, not prefilled
     keep_translated: bool = True  # store chunk translations in the run's store (reused by -window/-blend, resume)
-    cache_dtype: str = "fp16"  # storage of the run's chunk caches (fp16, bf16, fp32, int8, int4)
+    cache_dtype: str = "fp16"  # storage of the run's chunk caches (cag.kv.serde.CACHE_DTYPES)
 
 
 def check_modes(config: EvalConfig) -> tuple:

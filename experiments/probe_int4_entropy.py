@@ -64,7 +64,7 @@ def measure(model: str, contexts: list[str]) -> dict:
             tokens += chunk.token_ids.numel()
             for kind, per, tensors in (("keys", "channel", chunk.keys), ("values", "token", chunk.values)):
                 for x in tensors:  # (H, T, D) per layer
-                    parts = quantize(x, "int4", per)
+                    parts = quantize(x, 4, per, 128)  # the store's int4
                     codes[kind].append(unpacked_codes(parts["q"]))
                     packed += parts["q"].numpy().tobytes()
                     ranges += parts["min"].numel() * 2 + parts["step"].numel() * 2

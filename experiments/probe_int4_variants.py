@@ -16,7 +16,6 @@ Writes records/int4_variants-MODEL.json.
 
 import argparse
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -24,7 +23,7 @@ import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
-import cag.kv.quantize as quantization  # noqa: E402
+from cag.kv.quantize import dequantize, hadamard, quantize  # noqa: E402
 from cag.kv.assemble import assemble  # noqa: E402
 from cag.kv.chunk_cache import ChunkCache, prefill_chunk  # noqa: E402
 from cag.kv.generate import forward_new_tokens  # noqa: E402
@@ -33,7 +32,6 @@ from cag.prompt import prompt_layout  # noqa: E402
 from probe_int4_entropy import first_questions  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-quantization.BITS.update({"int3": 3, "int2": 2})  # probe only: codes left unpacked, bytes counted
 # name: (key bits, key group in tokens, value bits, value group in channels, rotate values)
 VARIANTS = {
     "int8 (store)": (8, 128, 8, 128, False),
@@ -49,22 +47,10 @@ VARIANTS = {
 }
 
 
-def hadamard(n: int) -> torch.Tensor:
-    h = torch.ones(1, 1)
-    while h.shape[0] < n:
-        h = torch.cat([torch.cat([h, h], 1), torch.cat([h, -h], 1)], 0)
-    return h / math.sqrt(n)
-
-
 def round_trip(x: torch.Tensor, bits: int, per: str, group: int, rotation) -> torch.Tensor:
     """(H, T, D) through quantize/dequantize with `bits` over groups of `group`."""
-    name, shipped_group = f"int{bits}", quantization.GROUP
     y = x.float() @ rotation if rotation is not None else x.float()
-    quantization.GROUP = group  # the probe's group size, for this round trip only
-    try:
-        back = quantization.dequantize(quantization.quantize(y, name, per), y.shape, name, per)
-    finally:
-        quantization.GROUP = shipped_group
+    back = dequantize(quantize(y, bits, per, group), y.shape, bits, per, group)
     return (back @ rotation.T if rotation is not None else back).to(x.dtype)
 
 

@@ -5,9 +5,10 @@ File layout: tensors `k.{layer}`, `v.{layer}` (kv_heads, T, head_dim), `token_id
 `cag.dtype` and `cag.sha256`: sha256 over every tensor's name, dtype, shape and bytes plus the
 metadata, verified on load. Writes are atomic (temp file + rename).
 
-Storage dtypes: fp32, fp16, bf16 (the K/V as they are), int8 and int4 (KIVI-style integer codes
-with per-group ranges, cag.kv.quantize: `k.{layer}.q|min|step`, `v.{layer}.q|min|step`),
-read back as fp16.
+Storage dtypes: fp32, fp16, bf16 (the K/V as they are), and the integer schemes of
+cag.kv.quantize (int8, int4, int4k-int3v: KIVI-style codes with per-group ranges,
+`k.q|min|step`, `v.q|min|step` stacked over the layers, or per layer as `k.{layer}.q|...` in files
+written before; `cag.value_rotation` says whether values were rotated), read back as fp16.
 """
 
 import hashlib
@@ -22,10 +23,10 @@ from safetensors.torch import save as st_save
 from cag.atomic import atomic_write_bytes
 from cag.errors import CagError, CorruptCacheError
 from cag.kv.chunk_cache import FORMAT_VERSION, ChunkCache, ChunkMeta
-from cag.kv.quantize import BITS, dequantize, quantize
+from cag.kv.quantize import SCHEMES, can_rotate, dequantize, hadamard, quantize
 
 STORAGE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-CACHE_DTYPES = (*STORAGE_DTYPES, *BITS)  # what `cag ingest --cache-dtype` takes
+CACHE_DTYPES = (*STORAGE_DTYPES, *SCHEMES)  # what `cag ingest --cache-dtype` takes
 _DTYPE_NAMES = {v: k for k, v in STORAGE_DTYPES.items()}
 
 
@@ -41,25 +42,60 @@ def _digest(tensors: dict, meta: dict) -> str:
 
 
 def chunk_cache_bytes(cache: ChunkCache, dtype: str = "fp16") -> bytes:
-    """Serialize `cache` to safetensors bytes in storage `dtype` (fp32, fp16 or bf16)."""
+    """Serialize `cache` to safetensors bytes in storage `dtype` (CACHE_DTYPES)."""
     check_cache_dtype(dtype)
     tensors = {"token_ids": cache.token_ids.to(torch.int64).contiguous(),
                "offsets": cache.offsets.to(torch.int64).contiguous()}
-    for layer, (k, v) in enumerate(zip(cache.keys, cache.values)):
+    meta = {}
+    if dtype in SCHEMES:
+        meta.update(_quantize_layers(cache, SCHEMES[dtype], tensors))
+    for layer, (k, v) in enumerate(zip(cache.keys, cache.values) if dtype in STORAGE_DTYPES else ()):
         k, v = k.detach().to("cpu"), v.detach().to("cpu")
-        if dtype in BITS:  # keys per channel, values per token
-            for name, x, per in ((f"k.{layer}", k, "channel"), (f"v.{layer}", v, "token")):
-                tensors.update({f"{name}.{part}": t for part, t in quantize(x, dtype, per).items()})
-            continue
         tensors[f"k.{layer}"] = k.to(STORAGE_DTYPES[dtype]).contiguous()
         tensors[f"v.{layer}"] = v.to(STORAGE_DTYPES[dtype]).contiguous()
         if dtype == "fp16" and not (torch.isfinite(tensors[f"k.{layer}"]).all()
                                     and torch.isfinite(tensors[f"v.{layer}"]).all()):
             raise CagError(f"Layer {layer} K/V overflow fp16; store this model's caches as bf16.")
-    meta = {"cag.meta": json.dumps(cache.meta.to_dict(), sort_keys=True), "cag.text": cache.text,
-            "cag.dtype": dtype, "cag.format_version": str(FORMAT_VERSION)}
+    meta.update({"cag.meta": json.dumps(cache.meta.to_dict(), sort_keys=True), "cag.text": cache.text,
+                 "cag.dtype": dtype, "cag.format_version": str(FORMAT_VERSION)})
     meta["cag.sha256"] = _digest(tensors, meta)
     return st_save(tensors, metadata=meta)
+
+
+def _quantize_layers(cache: ChunkCache, scheme, tensors: dict) -> dict:
+    """Add `scheme`'s parts to `tensors`: `k.q|min|step` and `v.q|min|step`, each stacked over the
+    layers (one header entry per part, not one per layer and part); the metadata it needs."""
+    # rotation needs a power-of-two head size; other models store their values as they are
+    rotate = scheme.rotate_values and can_rotate(cache.meta.head_dim)
+    rotation = hadamard(cache.meta.head_dim) if rotate else None
+    parts = {}
+    for k, v in zip(cache.keys, cache.values):
+        k, v = k.detach().to("cpu"), v.detach().to("cpu")  # (H, T, D); keys per channel, values per token
+        v = v.float() @ rotation if rotate else v
+        for name, x, bits, per, group in (("k", k, scheme.key_bits, "channel", scheme.key_group),
+                                          ("v", v, scheme.value_bits, "token", scheme.value_group)):
+            for part, t in quantize(x, bits, per, group).items():
+                parts.setdefault(f"{name}.{part}", []).append(t)
+    tensors.update({name: torch.stack(layers).contiguous() for name, layers in parts.items()})  # (L, ...)
+    return {"cag.value_rotation": "hadamard" if rotate else "none"} if scheme.rotate_values else {}
+
+
+def _dequantize_layers(tensors: dict, info: ChunkMeta, scheme, meta: dict) -> tuple[list, list]:
+    """fp16 keys and values (H, T, D) per layer from `_quantize_layers`' parts; stores written before
+    the parts were stacked name them per layer (`k.{layer}.q`, ...)."""
+    shape = (info.kv_heads, tensors["token_ids"].numel(), info.head_dim)
+    stacked = "k.q" in tensors
+
+    def layer(name, i, bits, per, group):
+        parts = {p: tensors[f"{name}.{p}"][i] if stacked else tensors[f"{name}.{i}.{p}"] for p in ("q", "min", "step")}
+        return dequantize(parts, shape, bits, per, group)
+
+    keys = [layer("k", i, scheme.key_bits, "channel", scheme.key_group).half() for i in range(info.num_layers)]
+    values = [layer("v", i, scheme.value_bits, "token", scheme.value_group) for i in range(info.num_layers)]
+    if meta.get("cag.value_rotation", "none") == "hadamard":
+        rotation = hadamard(info.head_dim)  # symmetric and orthonormal: its own inverse
+        values = [v @ rotation for v in values]
+    return keys, [v.half() for v in values]
 
 
 def check_cache_dtype(dtype: str) -> None:
@@ -109,12 +145,8 @@ def load_chunk_cache(path: Path) -> ChunkCache:
                        f"this cag reads version {FORMAT_VERSION}. Re-create it.")
     info = ChunkMeta(**json.loads(meta["cag.meta"]))
     dtype = meta.get("cag.dtype", "fp16")
-    if dtype in BITS:
-        shape = (info.kv_heads, tensors["token_ids"].numel(), info.head_dim)
-        layer = lambda name, per: dequantize({p: tensors[f"{name}.{p}"] for p in ("q", "min", "step")},  # noqa: E731
-                                             shape, dtype, per).half()
-        keys = [layer(f"k.{i}", "channel") for i in range(info.num_layers)]
-        values = [layer(f"v.{i}", "token") for i in range(info.num_layers)]
+    if dtype in SCHEMES:
+        keys, values = _dequantize_layers(tensors, info, SCHEMES[dtype], meta)
     else:
         keys = [tensors[f"k.{i}"] for i in range(info.num_layers)]
         values = [tensors[f"v.{i}"] for i in range(info.num_layers)]

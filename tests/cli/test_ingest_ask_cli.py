@@ -152,10 +152,10 @@ def test_ingest_reuses_another_stores_caches(store, tiny_models, corpus, tmp_pat
 
 
 def test_integer_cache_storage_is_read_by_every_mode(tiny_models, corpus, tmp_path):
-    """Stores of int8 and int4 chunk caches (cag.kv.quantize) are smaller than fp16's and answer
-    natively; an unknown storage dtype is refused before any model work."""
+    """Stores of int8, int4 and int4k-int3v chunk caches (cag.kv.quantize) are smaller than fp16's and
+    answer natively; an unknown storage dtype is refused before any model work."""
     sizes = {}
-    for dtype in ("fp16", "int4", "int8"):
+    for dtype in ("fp16", "int4k-int3v", "int4", "int8"):
         path = tmp_path / dtype
         result = invoke("ingest", corpus, "--store", path, "--encoder", tiny_models["encoder"], "--chunk-tokens", 32,
                         "--also-for", tiny_models["generator"], "--cache-dtype", dtype)
@@ -164,6 +164,6 @@ def test_integer_cache_storage_is_read_by_every_mode(tiny_models, corpus, tmp_pa
         answer = invoke("ask", "How long can the European lobster grow?", "--store", path, "--model",
                         tiny_models["generator"], "--mode", "native", "--json", "--max-new-tokens", 3)
         assert answer.exit_code == 0, answer.output
-    assert sizes["int4"] < sizes["int8"] < sizes["fp16"]
+    assert sizes["int4k-int3v"] < sizes["int4"] < sizes["int8"] < sizes["fp16"]
     refused = invoke("ingest", corpus, "--store", tmp_path / "x", "--cache-dtype", "int3")
     assert refused.exit_code == 1 and "Unknown cache dtype 'int3'" in refused.output
