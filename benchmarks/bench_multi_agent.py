@@ -170,9 +170,58 @@ def summarize(rows: list[dict], history_modes: tuple) -> dict:
     a = {"note_tokens_mean": round(statistics.mean(r["a"]["note_tokens"] for r in rows), 1),
          "prompt_tokens_mean": round(statistics.mean(r["a"]["prompt_tokens"] for r in rows), 1),
          "ttft_median_ms": round(statistics.median(r["a"]["ttft_ms"] for r in rows), 1)}
+    # per question, direct and each mode ran back to back under the same load: the median of those
+    # ratios does not move when the machine's load changes between questions (medians of each do)
+    paired = {m: [r["modes"]["direct"]["ttft_ms"] / r["modes"][m]["ttft_ms"] for r in rows]
+              for m in modes_all if m != "direct"}
+    if "ttft_again_median_ms" in modes["translated"]:
+        paired["translated, translations stored"] = [r["modes"]["direct"]["ttft_ms"] / r["modes"]["translated"]["ttft_again_ms"]
+                                                     for r in rows]
     return {"n": len(rows), "modes": modes, "f1_differences_ci95": differences, "f1_retention_ci95": retention,
             "ttft_direct_over": {m: round(ttft["direct"] / t, 2) for m, t in ttft.items() if m != "direct"},
+            "ttft_direct_over_paired_median": {m: round(statistics.median(v), 2) for m, v in paired.items()},
             "agent_a": a}
+
+
+def runs_so_far(record_path: Path, rows_before: int) -> list[dict]:
+    """The runs an earlier record of this benchmark lists (a record written before runs were listed: its
+    last run, with what it says of it)."""
+    if not record_path.is_file():
+        return []
+    earlier = json.loads(record_path.read_text())
+    if "runs" in earlier:
+        return earlier["runs"]
+    return [{"date": earlier["date"], "questions_up_to": rows_before, "seconds": earlier.get("seconds_this_run"),
+             "load_average_1min": earlier.get("load_average_1min"), "note": "listed from a record without runs"}]
+
+
+def answer_questions(args, examples: list[dict], done: dict, load: list[float], start: float) -> None:
+    """Answer the examples not in `done` (appending each row to the predictions as it is made), until
+    `--max-minutes`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Path(tmp) / "store"  # an empty main store: the sessions live under it
+        (Path(tmp) / "empty").mkdir()
+        ingest([Path(tmp) / "empty"], store, IngestOptions(encoder=args.agent_a, dtype=args.dtype))
+        server = CagServer(ServeConfig(store=store, models=(args.agent_b,), max_loaded=2, dtype=args.dtype,
+                                       max_new_tokens=max(args.note_tokens, args.answer_tokens)))
+        server.warm_up()
+        try:
+            with open(args.predictions, "a", encoding="utf-8") as out:
+                for i, example in enumerate(examples, 1):
+                    if example["id"] in done:
+                        continue
+                    if args.max_minutes and time.perf_counter() - start > args.max_minutes * 60:
+                        print(f"--max-minutes {args.max_minutes} reached after {len(done)} questions", flush=True)
+                        break
+                    row = run_example(server, args, example)
+                    out.write(json.dumps(row, ensure_ascii=False) + "\n")
+                    out.flush()
+                    done[row["id"]] = row
+                    print(f"{i}/{len(examples)} " + " ".join(f"{m} {v['f1']:.0f}" for m, v in row["modes"].items()),
+                          flush=True)
+                    load.append(os.getloadavg()[0])
+        finally:
+            server.close()
 
 
 def main() -> None:
@@ -206,36 +255,28 @@ def main() -> None:
         done = {r["id"]: r for r in map(json.loads, args.predictions.read_text().splitlines())}
     load = [os.getloadavg()[0]]
     start = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        store = Path(tmp) / "store"  # an empty main store: the sessions live under it
-        (Path(tmp) / "empty").mkdir()
-        ingest([Path(tmp) / "empty"], store, IngestOptions(encoder=args.agent_a, dtype=args.dtype))
-        server = CagServer(ServeConfig(store=store, models=(args.agent_b,), max_loaded=2, dtype=args.dtype,
-                                       max_new_tokens=max(args.note_tokens, args.answer_tokens)))
-        server.warm_up()
-        try:
-            with open(args.predictions, "a", encoding="utf-8") as out:
-                for i, example in enumerate(examples, 1):
-                    if example["id"] in done:
-                        continue
-                    if args.max_minutes and time.perf_counter() - start > args.max_minutes * 60:
-                        print(f"--max-minutes {args.max_minutes} reached after {len(done)} questions", flush=True)
-                        break
-                    row = run_example(server, args, example)
-                    out.write(json.dumps(row, ensure_ascii=False) + "\n")
-                    out.flush()
-                    done[row["id"]] = row
-                    print(f"{i}/{len(examples)} " + " ".join(f"{m} {v['f1']:.0f}" for m, v in row["modes"].items()),
-                          flush=True)
-                    load.append(os.getloadavg()[0])
-        finally:
-            server.close()
+    todo = [ex for ex in examples if ex["id"] not in done]
+    runs = runs_so_far(args.record, len(done))
+    if todo:
+        answer_questions(args, examples, done, load, start)
+    else:  # every question is answered: the record is summarized again, no model is loaded
+        print(f"all {len(examples)} questions are answered in {args.predictions}", flush=True)
     rows = [done[ex["id"]] for ex in itertools.takewhile(lambda ex: ex["id"] in done, examples)]
+    if todo:
+        runs.append({"date": time.strftime("%Y-%m-%d"), "questions_up_to": len(rows),
+                     "seconds": round(time.perf_counter() - start, 1),
+                     "load_average_1min": {"min": min(load), "max": max(load)}})
+    first = 0
+    for run in runs:  # each run's own questions: their TTFTs were measured under that run's load
+        part = rows[first:run["questions_up_to"]]
+        if part:
+            run["ttft_direct_median_ms"] = round(statistics.median(r["modes"]["direct"]["ttft_ms"] for r in part), 1)
+            run["ttft_direct_over_paired_median"] = summarize(part, HISTORY_MODES[args.history])[
+                "ttft_direct_over_paired_median"]
+        first = run["questions_up_to"]
     record = {"date": time.strftime("%Y-%m-%d"), "dataset": "hotpotqa distractor dev sample", "seed": args.seed,
               "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "threads": torch.get_num_threads(), "device": "cpu",
-              "seconds_this_run": round(time.perf_counter() - start, 1),
-              "load_average_1min": {"min": min(load), "max": max(load)},
-              "predictions": args.predictions.name, **summarize(rows, HISTORY_MODES[args.history])}
+              "runs": runs, "predictions": args.predictions.name, **summarize(rows, HISTORY_MODES[args.history])}
     args.record.write_text(json.dumps(record, indent=2))
     print(json.dumps(record["modes"], indent=1), json.dumps(record["f1_differences_ci95"]),
           json.dumps(record["f1_retention_ci95"]), f"TTFT direct / each: {json.dumps(record['ttft_direct_over'])}",
