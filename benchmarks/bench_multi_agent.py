@@ -170,17 +170,21 @@ def summarize(rows: list[dict], history_modes: tuple) -> dict:
     a = {"note_tokens_mean": round(statistics.mean(r["a"]["note_tokens"] for r in rows), 1),
          "prompt_tokens_mean": round(statistics.mean(r["a"]["prompt_tokens"] for r in rows), 1),
          "ttft_median_ms": round(statistics.median(r["a"]["ttft_ms"] for r in rows), 1)}
-    # per question, direct and each mode ran back to back under the same load: the median of those
-    # ratios does not move when the machine's load changes between questions (medians of each do)
-    paired = {m: [r["modes"]["direct"]["ttft_ms"] / r["modes"][m]["ttft_ms"] for r in rows]
-              for m in modes_all if m != "direct"}
-    if "ttft_again_median_ms" in modes["translated"]:
-        paired["translated, translations stored"] = [r["modes"]["direct"]["ttft_ms"] / r["modes"]["translated"]["ttft_again_ms"]
-                                                     for r in rows]
     return {"n": len(rows), "modes": modes, "f1_differences_ci95": differences, "f1_retention_ci95": retention,
             "ttft_direct_over": {m: round(ttft["direct"] / t, 2) for m, t in ttft.items() if m != "direct"},
-            "ttft_direct_over_paired_median": {m: round(statistics.median(v), 2) for m, v in paired.items()},
+            "ttft_direct_over_paired_median": paired_ttft_ratios(rows, modes_all),
             "agent_a": a}
+
+
+def paired_ttft_ratios(rows: list[dict], modes: tuple) -> dict:
+    """Per mode, the median over questions of direct's TTFT over the mode's. Per question, direct and
+    each mode ran back to back under the same load, so this median does not move when the machine's
+    load changes between questions (the medians of each mode's TTFTs do)."""
+    direct = [r["modes"]["direct"]["ttft_ms"] for r in rows]
+    times = {m: [r["modes"][m]["ttft_ms"] for r in rows] for m in modes if m != "direct"}
+    if all("ttft_again_ms" in r["modes"].get("translated", {}) for r in rows):
+        times["translated, translations stored"] = [r["modes"]["translated"]["ttft_again_ms"] for r in rows]
+    return {m: round(statistics.median(d / t for d, t in zip(direct, ts)), 2) for m, ts in times.items()}
 
 
 def runs_so_far(record_path: Path, rows_before: int) -> list[dict]:
@@ -271,8 +275,7 @@ def main() -> None:
         part = rows[first:run["questions_up_to"]]
         if part:
             run["ttft_direct_median_ms"] = round(statistics.median(r["modes"]["direct"]["ttft_ms"] for r in part), 1)
-            run["ttft_direct_over_paired_median"] = summarize(part, HISTORY_MODES[args.history])[
-                "ttft_direct_over_paired_median"]
+            run["ttft_direct_over_paired_median"] = paired_ttft_ratios(part, HISTORY_MODES[args.history])
         first = run["questions_up_to"]
     record = {"date": time.strftime("%Y-%m-%d"), "dataset": "hotpotqa distractor dev sample", "seed": args.seed,
               "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "threads": torch.get_num_threads(), "device": "cpu",

@@ -23,10 +23,10 @@ import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
-from cag.kv.quantize import dequantize, hadamard, quantize  # noqa: E402
 from cag.kv.assemble import assemble  # noqa: E402
 from cag.kv.chunk_cache import ChunkCache, prefill_chunk  # noqa: E402
 from cag.kv.generate import forward_new_tokens  # noqa: E402
+from cag.kv.quantize import IntegerScheme, dequantize, hadamard, quantize  # noqa: E402
 from cag.models import load_model  # noqa: E402
 from cag.prompt import prompt_layout  # noqa: E402
 from probe_int4_entropy import first_questions  # noqa: E402
@@ -54,8 +54,8 @@ def round_trip(x: torch.Tensor, bits: int, per: str, group: int, rotation) -> to
     return (back @ rotation.T if rotation is not None else back).to(x.dtype)
 
 
-def fraction_of_fp16(key_bits, key_group, value_bits, value_group, _rotate) -> float:
-    return ((key_bits + 32 / key_group) + (value_bits + 32 / value_group)) / 32
+def fraction_of_fp16(key_bits, key_group, value_bits, value_group, rotate) -> float:
+    return IntegerScheme("", key_bits, key_group, value_bits, value_group, rotate).fraction_of_fp16()
 
 
 def answer_text(row: dict) -> str:

@@ -28,54 +28,42 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).res
 from cag.kv.assemble import assemble  # noqa: E402
 from cag.kv.chunk_cache import ChunkCache, prefill_chunk  # noqa: E402
 from cag.kv.generate import forward_new_tokens  # noqa: E402
-from cag.kv.quantize import hadamard  # noqa: E402
+from cag.kv.quantize import SCHEMES, IntegerScheme, hadamard  # noqa: E402
 from cag.models import load_model  # noqa: E402
 from cag.prompt import prompt_layout  # noqa: E402
 from probe_int4_entropy import first_questions  # noqa: E402
-from probe_int4_variants import answer_text, fraction_of_fp16, round_trip  # noqa: E402
+from probe_int4_variants import answer_text, round_trip  # noqa: E402
 
-# name: (key bits, key group in tokens, value bits, value group in channels, rotate values)
-SETTINGS = {
-    "int8": (8, 128, 8, 128, False),
-    "int4": (4, 128, 4, 128, False),
-    "k8g64 v3rot": (8, 64, 3, 128, True),
-    "k4g64 v3rot": (4, 64, 3, 128, True),
-    "k3g64 v3rot": (3, 64, 3, 128, True),
-    "k4g64 v2rot": (4, 64, 2, 128, True),
-    "k3g32 v2rot": (3, 32, 2, 128, True),
-    "k2g32 v2rot": (2, 32, 2, 32, True),
-}
+# the store's schemes and probe-only ones (kXgN: keys X bits over N tokens; vYrot: values Y bits, rotated)
+SETTINGS = {"int8": SCHEMES["int8"], "int4": SCHEMES["int4"], "k4g64 v3rot": SCHEMES["int4k-int3v"],
+            **{s.name: s for s in (IntegerScheme("k8g64 v3rot", 8, 64, 3, 128, True),
+                                   IntegerScheme("k3g64 v3rot", 3, 64, 3, 128, True),
+                                   IntegerScheme("k4g64 v2rot", 4, 64, 2, 128, True),
+                                   IntegerScheme("k3g32 v2rot", 3, 32, 2, 128, True),
+                                   IntegerScheme("k2g32 v2rot", 2, 32, 2, 32, True))}}
 PROBE = "k2g32 v2rot"  # the low setting of the sensitivity pass
 PAIRS = [("int8", "k3g64 v3rot"), ("int8", "k3g32 v2rot"), ("int8", "k4g64 v2rot"), ("int4", "k3g64 v3rot"),
          ("int4", "k3g32 v2rot"), ("int4", "k4g64 v2rot"), ("int4", "k4g64 v3rot"),
-         # keys carry the error that changes answers: int8 keys alone on the sensitive layers
+         # int8 keys alone on the sensitive layers: is the keys' error the one that changes answers?
          ("k8g64 v3rot", "k4g64 v3rot"), ("k8g64 v3rot", "k3g64 v3rot"), ("k8g64 v3rot", "k4g64 v2rot")]
 
 
-def layer_round_trip(chunk, setting, rotation, layers=None):
-    """The chunk with `layers` (default all) through `setting`, the others kept as they are."""
-    kb, kg, vb, vg, rotate = SETTINGS[setting]
+def planned_round_trip(chunk, plan: list[str | None], rotation):
+    """The chunk with each layer through its setting in `plan` (None: kept as it is)."""
     keys, values = list(chunk.keys), list(chunk.values)
-    for layer in (range(len(keys)) if layers is None else layers):
-        keys[layer] = round_trip(keys[layer], kb, "channel", kg, None)
-        values[layer] = round_trip(values[layer], vb, "token", vg, rotation if rotate else None)
-    return keys, values
-
-
-def mixed_round_trip(chunk, plan: list[str], rotation):
-    keys, values = list(chunk.keys), list(chunk.values)
-    for setting in set(plan):
-        k, v = layer_round_trip(chunk, setting, rotation, [l for l, s in enumerate(plan) if s == setting])
-        for layer, s in enumerate(plan):
-            if s == setting:
-                keys[layer], values[layer] = k[layer], v[layer]
+    for layer, setting in enumerate(plan):
+        if setting is not None:
+            s = SETTINGS[setting]
+            keys[layer] = round_trip(keys[layer], s.key_bits, "channel", s.key_group, None)
+            values[layer] = round_trip(values[layer], s.value_bits, "token", s.value_group,
+                                       rotation if s.rotate_values else None)
     return keys, values
 
 
 def plan_for(order: list[int], high: str, low: str, budget: float) -> list[str]:
     """`high` for as many of the most sensitive layers (`order`) as keep the mean fraction within
     `budget`, `low` for the rest."""
-    layers, f_high, f_low = len(order), fraction_of_fp16(*SETTINGS[high]), fraction_of_fp16(*SETTINGS[low])
+    layers, f_high, f_low = len(order), SETTINGS[high].fraction_of_fp16(), SETTINGS[low].fraction_of_fp16()
     upgraded = max(0, min(layers, int((budget - f_low) * layers / (f_high - f_low) + 1e-9)))
     plan = [low] * layers
     for layer in order[:upgraded]:
@@ -119,20 +107,21 @@ def main() -> None:
             return total / len(prepared)
 
         layers = len(prepared[0][0].keys)
-        sensitivity = [mean_kl(lambda c, l=l: layer_round_trip(c, PROBE, rotation, [l])) for l in range(layers)]
+        alone = lambda l: [PROBE if i == l else None for i in range(layers)]  # noqa: E731
+        sensitivity = [mean_kl(lambda c, l=l: planned_round_trip(c, alone(l), rotation)) for l in range(layers)]
         for l, kl in enumerate(sensitivity):
             print(f"layer {l:2d} alone {PROBE}: KL {kl:.5f}", flush=True)
         order = sorted(range(layers), key=lambda l: -sensitivity[l])
-        uniform = {name: {"fraction_of_fp16": round(fraction_of_fp16(*s), 4),
-                          "kl": round(mean_kl(lambda c, n=name: layer_round_trip(c, n, rotation)), 5)}
+        uniform = {name: {"fraction_of_fp16": round(s.fraction_of_fp16(), 4),
+                          "kl": round(mean_kl(lambda c, n=name: planned_round_trip(c, [n] * layers, rotation)), 5)}
                    for name, s in SETTINGS.items()}
         for name, u in uniform.items():
             print(f"uniform {name:14s} {u['fraction_of_fp16']:.3f}  KL {u['kl']:.5f}", flush=True)
         mixed = {}
         for high, low in PAIRS:
             plan = plan_for(order, high, low, args.budget)
-            fraction = sum(fraction_of_fp16(*SETTINGS[s]) for s in plan) / layers
-            kl = mean_kl(lambda c, p=plan: mixed_round_trip(c, p, rotation))
+            fraction = sum(SETTINGS[s].fraction_of_fp16() for s in plan) / layers
+            kl = mean_kl(lambda c, p=plan: planned_round_trip(c, p, rotation))
             name = f"{high} on the {plan.count(high)} most sensitive layers, {low} elsewhere"
             mixed[name] = {"fraction_of_fp16": round(fraction, 4), "kl": round(kl, 5),
                            "high_layers": sorted(l for l, s in enumerate(plan) if s == high)}
@@ -140,7 +129,7 @@ def main() -> None:
             # the same count of upgraded layers chosen as the least sensitive: does the order matter?
             reverse = plan_for(order[::-1], high, low, args.budget)
             mixed[name]["kl_least_sensitive_upgraded"] = round(
-                mean_kl(lambda c, p=reverse: mixed_round_trip(c, p, rotation)), 5)
+                mean_kl(lambda c, p=reverse: planned_round_trip(c, p, rotation)), 5)
     record = {"date": "2026-12-04", "model": args.model, "compute_dtype": args.dtype, "contexts": len(rows),
               "budget_fraction_of_fp16": args.budget, "probe_setting": PROBE,
               "sensitivity_kl_per_layer": [round(s, 5) for s in sensitivity],

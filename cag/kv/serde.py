@@ -46,16 +46,14 @@ def chunk_cache_bytes(cache: ChunkCache, dtype: str = "fp16") -> bytes:
     check_cache_dtype(dtype)
     tensors = {"token_ids": cache.token_ids.to(torch.int64).contiguous(),
                "offsets": cache.offsets.to(torch.int64).contiguous()}
-    meta = {}
-    if dtype in SCHEMES:
-        meta.update(_quantize_layers(cache, SCHEMES[dtype], tensors))
-    for layer, (k, v) in enumerate(zip(cache.keys, cache.values) if dtype in STORAGE_DTYPES else ()):
-        k, v = k.detach().to("cpu"), v.detach().to("cpu")
-        tensors[f"k.{layer}"] = k.to(STORAGE_DTYPES[dtype]).contiguous()
-        tensors[f"v.{layer}"] = v.to(STORAGE_DTYPES[dtype]).contiguous()
-        if dtype == "fp16" and not (torch.isfinite(tensors[f"k.{layer}"]).all()
-                                    and torch.isfinite(tensors[f"v.{layer}"]).all()):
-            raise CagError(f"Layer {layer} K/V overflow fp16; store this model's caches as bf16.")
+    meta = _quantize_layers(cache, SCHEMES[dtype], tensors) if dtype in SCHEMES else {}
+    if dtype in STORAGE_DTYPES:
+        for layer, (k, v) in enumerate(zip(cache.keys, cache.values)):
+            tensors[f"k.{layer}"] = k.detach().to("cpu", STORAGE_DTYPES[dtype]).contiguous()
+            tensors[f"v.{layer}"] = v.detach().to("cpu", STORAGE_DTYPES[dtype]).contiguous()
+            if dtype == "fp16" and not (torch.isfinite(tensors[f"k.{layer}"]).all()
+                                        and torch.isfinite(tensors[f"v.{layer}"]).all()):
+                raise CagError(f"Layer {layer} K/V overflow fp16; store this model's caches as bf16.")
     meta.update({"cag.meta": json.dumps(cache.meta.to_dict(), sort_keys=True), "cag.text": cache.text,
                  "cag.dtype": dtype, "cag.format_version": str(FORMAT_VERSION)})
     meta["cag.sha256"] = _digest(tensors, meta)
