@@ -4,7 +4,8 @@
 # cores made a 0.5B prefill 3-4x slower here). Run folders go under runs/; readers are shipped into
 # readers/ (where ask and eval find them) instead of being installed into the shared $CAG_HOME.
 # Pass step names to run only some:
-#   bash experiments/run_reader_evals.sh train-native train-translated train-links hotpotqa hotpotqa20 squad speed record
+#   bash experiments/run_reader_evals.sh train-native train-native-80 train-translated train-links hotpotqa hotpotqa20
+#     hotpotqa-native squad speed record
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-.venv/bin/python}
@@ -27,6 +28,10 @@ for step in "${steps[@]}"; do
     train-native)
       $CAG train-reader --reads native --data $DATA --out runs/train-reader-native --no-install
       ship runs/train-reader-native ${Q}__native__reader ;;
+    train-native-80)  # the native reader evaluated on twenty passages: 80 steps on the same windows
+      $CAG train-reader --reads native --steps 80 --eval-every 20 --checkpoint-every 20 --data $DATA \
+        --out runs/train-reader-native-80 --no-install
+      ship runs/train-reader-native-80 ${Q}__native__reader ;;
     train-translated)
       $CAG train-reader --reads translated --data $DATA --out runs/train-reader-translated --no-install
       ship runs/train-reader-translated smollm2-135m__${Q}__mot__reader ;;
@@ -37,9 +42,14 @@ for step in "${steps[@]}"; do
     hotpotqa)  # ten paragraphs, about 1,350 generator tokens; a run folder takes modes added later
       $CAG eval --dataset hotpotqa --context-budget 2048 --limit 100 --dtype bf16 --blend 0.25 --modes $MODES \
         --out runs/reader-hotpotqa-100 ;;
-    hotpotqa20)  # twenty paragraphs (its own ten and ten of other questions), about 2,700 tokens
-      $CAG eval --dataset hotpotqa-20 --context-budget 4096 --limit 60 --dtype bf16 --blend 0.25 --modes $MODES \
-        --out runs/reader-hotpotqa20-60 ;;
+    hotpotqa20)  # twenty paragraphs (its own ten and ten of other questions), about 2,700 tokens;
+      # recorded: records/eval/hotpotqa20-100-budget4k-readers (train-native-80 and train-links readers)
+      $CAG eval --dataset hotpotqa-20 --context-budget 4096 --limit 100 --dtype bf16 --blend 0.25 \
+        --modes direct,native,native+reader,native+links,none,translated,translated-blend \
+        --out runs/reader-hotpotqa20-100 ;;
+    hotpotqa-native)  # the same two native readers on ten paragraphs
+      $CAG eval --dataset hotpotqa --context-budget 2048 --limit 100 --dtype bf16 \
+        --modes direct,native,native+reader,native+links,none --out runs/reader-hotpotqa-100-native ;;
     squad)
       $CAG eval --dataset squad --limit 200 --dtype bf16 --blend 0.25 --modes $MODES --out runs/reader-squad-200 ;;
     speed)
