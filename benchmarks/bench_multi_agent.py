@@ -14,6 +14,8 @@ process, without HTTP):
 tokens). `--history reading`: the session holds what A read (the paragraphs, as a user record) and
 then its notes, about 1,400 tokens: a long shared history, where reading it as text costs B a full
 prefill. Each of B's turns is asked with `remember: false`, so every mode reads the same history.
+With a long history B also answers in translated-blend, once per `--blend-shares` share (the share
+of the history's tokens B recomputes; default the server's 15%), reading the stored translations.
 
 Scores: SQuAD F1/EM of B's first answer line, per-mode means with bootstrap 95% intervals,
 paired differences with bootstrap 95% intervals; B's TTFT (from the start of the turn's work to its
@@ -24,6 +26,7 @@ the session (B's next turn on the same history), and its TTFT is reported apart.
 Predictions go to records/multi_agent-hotpotqa[-reading].predictions.jsonl (appended per question;
 a killed run resumes), the summary to records/multi_agent-hotpotqa[-reading].json.
 Usage: python benchmarks/bench_multi_agent.py [--limit 60] [--seed 0] [--history notes|reading]
+       [--blend-shares 0.05,0.1,0.15 --record R.json --predictions R.predictions.jsonl]
 """
 
 import argparse
@@ -38,6 +41,7 @@ from types import SimpleNamespace
 
 import torch
 
+from cag.defaults import DEFAULT_BLEND
 from cag.ingest.pipeline import IngestOptions, ingest
 from cag.kv.generate import greedy_generate
 from cag.modes import ContextRequest, get_mode
@@ -52,7 +56,8 @@ from serve_process import add_threads_option, apply_threads  # benchmarks/ is th
 ROOT = Path(__file__).resolve().parents[1]
 HISTORIES = ("notes", "reading")  # what the session holds: A's notes, or the paragraphs A read and its notes
 HISTORY_MODES = {"notes": ("translated", "direct", "none"),
-                 # a long history: also the server's translated-blend (15% of the history recomputed)
+                 # a long history: also translated-blend, at each --blend-shares share (the server's
+                 # default share, 15%, by default)
                  "reading": ("translated", "translated-blend", "direct", "none")}
 NOTE_REQUEST = ("Write down the facts from these paragraphs that are needed to answer the question "
                 "\"{question}\". Write only the facts, briefly.")
@@ -108,6 +113,20 @@ def answer_line(text: str) -> str:
     return text.split("\n")[0].strip()
 
 
+def blend_key(share: float) -> str:
+    """A blend share's mode key in the record: the server's default share is plain translated-blend."""
+    return "translated-blend" if share == DEFAULT_BLEND else f"translated-blend {share:g}"
+
+
+def history_modes(args) -> tuple:
+    """(key, mode, blend share) per mode B reads the history in, in the order they are asked."""
+    modes = []
+    for mode in HISTORY_MODES[args.history]:
+        shares = args.blend_shares if mode == "translated-blend" else (DEFAULT_BLEND,)
+        modes += [(blend_key(share) if mode == "translated-blend" else mode, mode, share) for share in shares]
+    return tuple(modes)
+
+
 def run_example(server: CagServer, args, example: dict) -> dict:
     a = notes_of_a(server, args.agent_a, example, args.budget, args.note_tokens)
     sid = server.create_session(args.agent_a)["id"]
@@ -115,16 +134,17 @@ def run_example(server: CagServer, args, example: dict) -> dict:
         server.add_record(sid, "user", "user", "Paragraphs:\n" + "\n\n".join(a["paragraphs"]))
     server.add_record(sid, "note", args.agent_a, a["notes"] or "(no notes)")
     modes = {}
-    for mode in HISTORY_MODES[args.history]:
-        turn = server.turn(sid, TurnRequest(example["question"], args.agent_b, mode, args.answer_tokens, remember=False))
+    for key, mode, share in history_modes(args):
+        turn = server.turn(sid, TurnRequest(example["question"], args.agent_b, mode, args.answer_tokens, remember=False,
+                                            blend=share))
         history = turn["history"]
-        modes[mode] = {"reply": turn["reply"], "ttft_ms": turn["timings_ms"]["ttft"], "mode_used": history["mode"],
+        modes[key] = {"reply": turn["reply"], "ttft_ms": turn["timings_ms"]["ttft"], "mode_used": history["mode"],
                        "history_tokens": history["tokens"], "history_chunks": history["chunks"],
                        "translate_ms": turn["timings_ms"].get("translate", 0.0)}
         if mode == "translated" and args.history == "reading":
             # B's next turn on the same history: the session stored the translations the first one made
-            again = server.turn(sid, TurnRequest(example["question"], args.agent_b, mode, args.answer_tokens,
-                                                 remember=False))
+            # its TTFT alone is kept: one token is enough
+            again = server.turn(sid, TurnRequest(example["question"], args.agent_b, mode, 1, remember=False))
             modes[mode]["ttft_again_ms"] = again["timings_ms"]["ttft"]
     if args.history == "notes":  # a long history holds the paragraphs: its direct mode is this reference
         modes["paragraphs"] = b_reads_paragraphs(server, args.agent_b, example["question"], a["paragraphs"],
@@ -142,8 +162,9 @@ def interval(values: list[float]) -> list[float]:
     return [round(mean, 2), round(low, 2), round(high, 2)]
 
 
-def summarize(rows: list[dict], history_modes: tuple) -> dict:
-    modes_all = history_modes + (("paragraphs",) if "paragraphs" in rows[0]["modes"] else ())
+def summarize(rows: list[dict], keys: tuple) -> dict:
+    """`keys`: the history modes' keys (history_modes), in order."""
+    modes_all = keys + (("paragraphs",) if "paragraphs" in rows[0]["modes"] else ())
     f1 = {m: [r["modes"][m]["f1"] for r in rows] for m in modes_all}
     modes = {m: {"f1": interval(f1[m]), "em": round(statistics.mean(r["modes"][m]["em"] for r in rows), 2),
                  "ttft_median_ms": round(statistics.median(r["modes"][m]["ttft_ms"] for r in rows), 1),
@@ -152,16 +173,17 @@ def summarize(rows: list[dict], history_modes: tuple) -> dict:
     if all("ttft_again_ms" in r["modes"]["translated"] for r in rows):
         modes["translated"]["ttft_again_median_ms"] = round(statistics.median(r["modes"]["translated"]["ttft_again_ms"]
                                                                               for r in rows), 1)
-    for m in history_modes:
+    for m in keys:
         modes[m]["history_tokens_mean"] = round(statistics.mean(r["modes"][m]["history_tokens"] for r in rows), 1)
     if "paragraphs" in modes:
         modes["paragraphs"]["context_tokens_mean"] = round(statistics.mean(r["modes"]["paragraphs"]["context_tokens"]
                                                                            for r in rows), 1)
-    pairs = [(a, b) for a, b in (("translated", "direct"), ("translated-blend", "direct"), ("translated", "none"),
+    blends = [m for m in keys if m.startswith("translated-blend")]
+    pairs = [(a, b) for a, b in (("translated", "direct"), *((m, "direct") for m in blends), ("translated", "none"),
                                  ("direct", "none"), ("paragraphs", "translated"), ("paragraphs", "direct"))
              if a in f1 and b in f1]
     differences = {f"{a} - {b}": [round(x, 2) for x in bootstrap_difference_ci(f1[a], f1[b])] for a, b in pairs}
-    ratios = [(a, b) for a, b in (("translated", "direct"), ("translated-blend", "direct"), ("none", "direct"),
+    ratios = [(a, b) for a, b in (("translated", "direct"), *((m, "direct") for m in blends), ("none", "direct"),
                                   ("translated", "paragraphs"), ("direct", "paragraphs")) if a in f1 and b in f1]
     retention = {f"{a} / {b}": [round(x, 3) for x in bootstrap_ratio_ci(f1[a], f1[b])] for a, b in ratios}
     ttft = {m: statistics.median(r["modes"][m]["ttft_ms"] for r in rows) for m in modes_all}
@@ -228,6 +250,13 @@ def answer_questions(args, examples: list[dict], done: dict, load: list[float], 
             server.close()
 
 
+def shares(text: str) -> tuple:
+    values = tuple(float(x) for x in text.split(","))
+    if not values or any(not 0.0 < v <= 1.0 for v in values):
+        raise argparse.ArgumentTypeError(f"shares between 0 and 1, comma-separated, not {text!r}")
+    return values
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=60)
@@ -246,6 +275,10 @@ def main() -> None:
     parser.add_argument("--record", type=Path, default=None,
                         help="default: records/multi_agent-hotpotqa.json (-reading with --history reading)")
     parser.add_argument("--predictions", type=Path, default=None)
+    parser.add_argument("--blend-shares", type=shares, default=(DEFAULT_BLEND,),
+                        help="with --history reading: the shares of the history B's translated-blend turns "
+                             "recompute, comma-separated (each one turn; default: the server's, "
+                             f"{DEFAULT_BLEND:g})")
     add_threads_option(parser)
     args = parser.parse_args()
     stem = "multi_agent-hotpotqa" + ("" if args.history == "notes" else f"-{args.history}")
@@ -257,6 +290,11 @@ def main() -> None:
     done = {}
     if args.predictions.is_file():
         done = {r["id"]: r for r in map(json.loads, args.predictions.read_text().splitlines())}
+    keys = tuple(key for key, _, _ in history_modes(args))
+    asked = set(next(iter(done.values()))["modes"]) if done else set(keys)
+    if not set(keys) <= asked:  # a resumed run must ask what the earlier questions were asked
+        raise SystemExit(f"{args.predictions} holds answers in {sorted(asked)}, not {sorted(set(keys) - asked)}: "
+                         "give another --predictions (and --record) for other --blend-shares")
     load = [os.getloadavg()[0]]
     start = time.perf_counter()
     todo = [ex for ex in examples if ex["id"] not in done]
@@ -275,11 +313,15 @@ def main() -> None:
         part = rows[first:run["questions_up_to"]]
         if part:
             run["ttft_direct_median_ms"] = round(statistics.median(r["modes"]["direct"]["ttft_ms"] for r in part), 1)
-            run["ttft_direct_over_paired_median"] = paired_ttft_ratios(part, HISTORY_MODES[args.history])
+            run["ttft_direct_over_paired_median"] = paired_ttft_ratios(part, keys)
         first = run["questions_up_to"]
-    record = {"date": time.strftime("%Y-%m-%d"), "dataset": "hotpotqa distractor dev sample", "seed": args.seed,
-              "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}, "threads": torch.get_num_threads(), "device": "cpu",
-              "runs": runs, "predictions": args.predictions.name, **summarize(rows, HISTORY_MODES[args.history])}
+    made = {"date": time.strftime("%Y-%m-%d"), "threads": torch.get_num_threads(),
+            "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}}
+    if not todo and args.record.is_file():  # summarized again: the answers were made as the record says
+        made = {k: json.loads(args.record.read_text()).get(k, v) for k, v in made.items()}
+    record = {"date": made["date"], "dataset": "hotpotqa distractor dev sample", "seed": args.seed,
+              "config": made["config"], "threads": made["threads"], "device": "cpu",
+              "runs": runs, "predictions": args.predictions.name, **summarize(rows, keys)}
     args.record.write_text(json.dumps(record, indent=2))
     print(json.dumps(record["modes"], indent=1), json.dumps(record["f1_differences_ci95"]),
           json.dumps(record["f1_retention_ci95"]), f"TTFT direct / each: {json.dumps(record['ttft_direct_over'])}",

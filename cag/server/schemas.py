@@ -3,6 +3,8 @@ OpenAI-compatible one accepts the fields OpenAI clients send and ignores those i
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from cag.defaults import DEFAULT_BLEND
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -14,6 +16,7 @@ class AskBody(_Strict):
     mode: str = "auto"
     top_k: int = Field(3, ge=1)
     max_new_tokens: int = Field(64, ge=1)
+    blend: float = Field(DEFAULT_BLEND, ge=0.0, le=1.0)  # blend modes: share of context tokens recomputed
     stream: bool = False
 
 
@@ -36,6 +39,7 @@ class TurnBody(_Strict):
     model: str | None = None
     history_mode: str = "auto"  # auto, native, translated, direct, or any registered mode
     max_new_tokens: int = Field(64, ge=1)
+    blend: float = Field(DEFAULT_BLEND, ge=0.0, le=1.0)  # blend history modes: share of history tokens recomputed
     remember: bool = True  # false: ask the history without adding this turn to it
     stream: bool = False
 
@@ -57,6 +61,7 @@ class CagOptions(_Strict):
 
     mode: str = "auto"
     top_k: int = Field(3, ge=1)
+    blend: float = Field(DEFAULT_BLEND, ge=0.0, le=1.0)
 
 
 class ChatBody(BaseModel):

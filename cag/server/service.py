@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from cag.ask import AskResult, ask, check_question
+from cag.defaults import DEFAULT_BLEND
 from cag.ingest.pipeline import IngestOptions, IngestReport, ingest
 from cag.prompt import prompt_layout
 from cag.retrieval import load_embedder
@@ -31,6 +32,7 @@ class AskRequest:
     mode: str = "auto"
     top_k: int = 3
     max_new_tokens: int = 64
+    blend: float = DEFAULT_BLEND  # blend modes: share of context tokens recomputed
 
 
 @dataclass
@@ -87,8 +89,8 @@ class CagServer:
         def job(context):
             with self.gate.reading():
                 result = ask(request.question, model=request.model, top_k=request.top_k, mode=request.mode,
-                             max_new_tokens=request.max_new_tokens, on_token=on_token, lm=context.lm,
-                             retriever=context.retriever, min_retention=self.config.min_retention)
+                             max_new_tokens=request.max_new_tokens, blend=request.blend, on_token=on_token,
+                             lm=context.lm, retriever=context.retriever, min_retention=self.config.min_retention)
             tokenizer = context.lm.tokenizer
             layout = prompt_layout(tokenizer)
             prompt = len(layout.prefix_ids) + result.context_tokens + len(layout.question_ids(tokenizer, request.question))

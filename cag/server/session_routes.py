@@ -29,7 +29,7 @@ def session_router(server: CagServer) -> APIRouter:
     @r.post("/v1/sessions/{sid}/turns")
     async def turn(sid: str, body: TurnBody):
         request = TurnRequest(body.message, body.model or server.config.default_model, body.history_mode,
-                              body.max_new_tokens, body.remember)
+                              body.max_new_tokens, body.remember, body.blend)
         if not body.stream:
             return await run_in_threadpool(server.turn, sid, request)
         return await stream_response(lambda on_token: server.turn(sid, request, on_token),

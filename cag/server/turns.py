@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from cag.defaults import DEFAULT_BLEND
 from cag.errors import CagError
 from cag.kv.generate import greedy_generate
 from cag.modes import ContextRequest, ModeOptions, get_mode
@@ -28,6 +29,7 @@ class TurnRequest:
     history_mode: str = "auto"
     max_new_tokens: int = 64
     remember: bool = True  # False: the message and the reply are not added to the history
+    blend: float = DEFAULT_BLEND  # blend history modes: share of the history's tokens recomputed
 
 
 @dataclass
@@ -86,7 +88,7 @@ def answer_turn(lm, store, records: list[Record], request: TurnRequest, memory_m
     layout = prompt_layout(lm.tokenizer)
     start = time.perf_counter()
     q_ids = layout.question_ids(lm.tokenizer, request.message)
-    context_request = ContextRequest(store, lm, layout, rows, q_ids, ModeOptions())
+    context_request = ContextRequest(store, lm, layout, rows, q_ids, ModeOptions(blend=request.blend))
     built = mode.build(context_request)
     generation_start = time.perf_counter()
     generation = greedy_generate(lm, built.lead_ids + q_ids, built.context, request.max_new_tokens, on_token)

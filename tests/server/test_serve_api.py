@@ -102,3 +102,21 @@ def test_an_internal_error_is_a_500_in_one_line_and_the_server_goes_on(client, m
     assert reply.json() == {"error": "Internal error (RuntimeError); the server log has the details."}
     monkeypatch.undo()
     assert client.post("/v1/ask", json={"question": QUESTION, "max_new_tokens": 1}).status_code == 200
+
+
+def test_ask_recomputes_the_share_it_names(client, tiny_models):
+    """/v1/ask's `blend` reaches the blend mode: every token of one retrieved chunk recomputed is the
+    generator's own cache of it, so the answer of reading it as text."""
+    body = {"question": QUESTION, "model": tiny_models["generator"], "top_k": 1, "max_new_tokens": 8}
+    answer = lambda **extra: client.post("/v1/ask", json={**body, **extra}).json()  # noqa: E731
+    translated, direct = answer(mode="translated"), answer(mode="direct")
+    assert translated["answer"] != direct["answer"]  # the tiny translator is random: its cache reads badly
+    every = answer(mode="translated-blend", blend=1.0)
+    assert every["mode"] == "translated-blend" and every["answer"] == direct["answer"]
+    assert answer(mode="translated-blend", blend=0.0)["answer"] == translated["answer"]
+    chat = client.post("/v1/chat/completions", json={"model": tiny_models["generator"], "max_tokens": 8,
+                                                     "messages": [{"role": "user", "content": QUESTION}],
+                                                     "cag": {"mode": "translated-blend", "top_k": 1, "blend": 1.0}})
+    assert chat.status_code == 200 and chat.json()["choices"][0]["message"]["content"] == direct["answer"]
+    reply = client.post("/v1/ask", json={**body, "blend": 2})
+    assert reply.status_code == 422 and "blend" in reply.json()["error"]

@@ -122,3 +122,24 @@ def test_bad_session_requests(client, tiny_models, served_store):
                           ({"author": "a", "content": "x", "role": "system"}, "Unknown role")):
         reply = client.post(f"/v1/sessions/{sid}/records", json=record)
         assert reply.status_code == 400 and words in reply.json()["error"]
+
+
+def test_a_turn_recomputes_the_share_of_the_history_it_names(client, tiny_models):
+    """translated-blend with `blend` 0 reads the translation as it is; with 1 the turn's model
+    recomputes every history token: its own cache of a one-chunk history, so the reply of reading
+    the record as text."""
+    sid = client.post("/v1/sessions").json()["id"]  # memory model: the encoder; turns by the generator
+    client.post(f"/v1/sessions/{sid}/records", json={"author": "agent-a", "content": "Lobsters grow to 60 cm."})
+    ask = lambda mode, **extra: turn(client, sid, "How long?", history_mode=mode, max_new_tokens=8,  # noqa: E731
+                                     remember=False, **extra)
+    translated, direct = ask("translated"), ask("direct")
+    assert translated["history"]["chunks"] == 1 and translated["reply"] != direct["reply"]  # the random translator
+    none = ask("translated-blend", blend=0.0)
+    every = ask("translated-blend", blend=1.0)
+    assert none["history"]["mode"] == every["history"]["mode"] == "translated-blend"
+    assert none["reply"] == translated["reply"] and every["reply"] == direct["reply"]
+    assert every["timings_ms"]["blend"] > 0
+    for share in (-0.1, 1.5):
+        reply = client.post(f"/v1/sessions/{sid}/turns", json={"message": "x", "history_mode": "translated-blend",
+                                                               "blend": share})
+        assert reply.status_code == 422 and "blend" in reply.json()["error"], reply.text
