@@ -145,7 +145,7 @@ def run_example(server: CagServer, args, example: dict) -> dict:
             # B's next turn on the same history: the session stored the translations the first one made
             # its TTFT alone is kept: one token is enough
             again = server.turn(sid, TurnRequest(example["question"], args.agent_b, mode, 1, remember=False))
-            modes[mode]["ttft_again_ms"] = again["timings_ms"]["ttft"]
+            modes[key]["ttft_again_ms"] = again["timings_ms"]["ttft"]
     if args.history == "notes":  # a long history holds the paragraphs: its direct mode is this reference
         modes["paragraphs"] = b_reads_paragraphs(server, args.agent_b, example["question"], a["paragraphs"],
                                                  args.answer_tokens)
@@ -252,7 +252,7 @@ def answer_questions(args, examples: list[dict], done: dict, load: list[float], 
 
 def shares(text: str) -> tuple:
     values = tuple(float(x) for x in text.split(","))
-    if not values or any(not 0.0 < v <= 1.0 for v in values):
+    if any(not 0.0 < v <= 1.0 for v in values):
         raise argparse.ArgumentTypeError(f"shares between 0 and 1, comma-separated, not {text!r}")
     return values
 
@@ -318,7 +318,8 @@ def main() -> None:
     made = {"date": time.strftime("%Y-%m-%d"), "threads": torch.get_num_threads(),
             "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}}
     if not todo and args.record.is_file():  # summarized again: the answers were made as the record says
-        made = {k: json.loads(args.record.read_text()).get(k, v) for k, v in made.items()}
+        earlier = json.loads(args.record.read_text())
+        made = {k: earlier.get(k, v) for k, v in made.items()}
     record = {"date": made["date"], "dataset": "hotpotqa distractor dev sample", "seed": args.seed,
               "config": made["config"], "threads": made["threads"], "device": "cpu",
               "runs": runs, "predictions": args.predictions.name, **summarize(rows, keys)}

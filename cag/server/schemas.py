@@ -1,9 +1,13 @@
 """Request bodies. cag's own endpoints refuse unknown fields (a typo is named, not ignored); the
 OpenAI-compatible one accepts the fields OpenAI clients send and ignores those it does not use."""
 
+from typing import Annotated
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from cag.defaults import DEFAULT_BLEND
+
+BlendShare = Annotated[float, Field(ge=0.0, le=1.0)]  # blend modes: the share of context tokens recomputed
 
 
 class _Strict(BaseModel):
@@ -16,7 +20,7 @@ class AskBody(_Strict):
     mode: str = "auto"
     top_k: int = Field(3, ge=1)
     max_new_tokens: int = Field(64, ge=1)
-    blend: float = Field(DEFAULT_BLEND, ge=0.0, le=1.0)  # blend modes: share of context tokens recomputed
+    blend: BlendShare = DEFAULT_BLEND
     stream: bool = False
 
 
@@ -39,7 +43,7 @@ class TurnBody(_Strict):
     model: str | None = None
     history_mode: str = "auto"  # auto, native, translated, direct, or any registered mode
     max_new_tokens: int = Field(64, ge=1)
-    blend: float = Field(DEFAULT_BLEND, ge=0.0, le=1.0)  # blend history modes: share of history tokens recomputed
+    blend: BlendShare = DEFAULT_BLEND  # of the history
     remember: bool = True  # false: ask the history without adding this turn to it
     stream: bool = False
 
@@ -61,7 +65,7 @@ class CagOptions(_Strict):
 
     mode: str = "auto"
     top_k: int = Field(3, ge=1)
-    blend: float = Field(DEFAULT_BLEND, ge=0.0, le=1.0)
+    blend: BlendShare = DEFAULT_BLEND
 
 
 class ChatBody(BaseModel):
