@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 from transformers import DynamicCache
 
+from cag.kv.blend import settle
 from cag.kv.generate import forward_new_tokens, greedy_generate
 from cag.modes import ContextRequest, ModeOptions, get_mode
 from cag.readers import reading
@@ -52,9 +53,10 @@ def evaluate_example(task: str, mode: str, example: dict, rows: list, store, lm,
 @torch.no_grad()
 def option_logprobs(lm, context, prompt_ids: list, options: list, layout) -> tuple[list, list, float]:
     """Sum and mean log-probability of each option's tokens after the prompt (context cached)."""
+    start = time.perf_counter()
+    settle(lm, context)  # a blend's deferred recompute, before the options branch off the cache
     cache = context.cache if context is not None else DynamicCache(config=lm.config)
     pos = context.length if context is not None else 0
-    start = time.perf_counter()
     last = forward_new_tokens(lm, cache, torch.tensor(prompt_ids), pos)[-1]  # (vocab,)
     prefill_seconds = time.perf_counter() - start
     pos += len(prompt_ids)

@@ -131,13 +131,13 @@ class QuerySpanSelection(Selection):
 
 
 class QueryTwiceSelection(Selection):
-    """Recompute the first half of the share by query scores, score the question again over the
-    partly repaired context, recompute the rest."""
+    """Recompute the first half of the share by query scores (here, at once), score the question
+    again over the partly repaired context, and choose the rest (what blend then reports)."""
 
     name = "query-twice"
 
     @torch.no_grad()
-    def recompute(self, lm, context, fraction, question_ids) -> int:
+    def choose(self, lm, context, fraction, question_ids) -> torch.Tensor:
         p = context.prefix_tokens
         budget = min(context.length - p, math.ceil(fraction * (context.length - p)))
         first = query_scores(lm, context, question_ids or ()).topk(math.ceil(budget / 2)).indices  # (S1,)
@@ -145,9 +145,7 @@ class QueryTwiceSelection(Selection):
         scores = query_scores(lm, context, question_ids or ())
         scores[first] = float("-inf")  # each token is recomputed once
         second = scores.topk(budget - first.numel()).indices  # (S2,)
-        if second.numel():
-            recompute_in_place(lm, context, second.sort().values + p)
-        return budget
+        return second.sort().values + p
 
 
 def register() -> None:

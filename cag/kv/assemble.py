@@ -23,6 +23,9 @@ class AssembledContext:
     input_ids: torch.Tensor  # (L,) prefix + chunk token ids, in assembly order
     prefix_tokens: int
     chunk_spans: list = field(default_factory=list)  # (start, end) position of each chunk
+    # (S,) sorted positions whose cached K/V are stale until the next forward recomputes them: a
+    # deferred blend (cag.kv.blend), done in one forward with the question
+    pending: torch.Tensor | None = None
 
     @property
     def length(self) -> int:
@@ -60,22 +63,23 @@ def assemble(lm, chunks: list[ChunkCache], prefix_ids=()) -> AssembledContext:
         for layer in range(geometry.num_layers):
             layers_k[layer].append(keys[layer])
             layers_v[layer].append(values[layer])
-    rotary = Rotary(lm.model, geometry) if geometry.is_rotary else None
     spans, pos = [], prefix.numel()
     for chunk in chunks:
         check_chunk_matches(lm, chunk)
-        positions = torch.arange(pos, pos + chunk.num_tokens, device=device)
         _check_absolute_offset(geometry, chunk, pos)
-        for layer in range(geometry.num_layers):
-            k = chunk.keys[layer].to(device, dtype)  # (kv_heads, T, head_dim)
-            layers_k[layer].append(rotary.apply(k, positions, layer) if rotary else k)
-            layers_v[layer].append(chunk.values[layer].to(device, dtype))
         spans.append((pos, pos + chunk.num_tokens))
         pos += chunk.num_tokens
+    rotary = Rotary(lm.model, geometry) if geometry.is_rotary and chunks else None
+    positions = torch.arange(prefix.numel(), total, device=device)
     cache = DynamicCache(config=lm.config)
     for layer in range(geometry.num_layers):
-        k = torch.cat(layers_k[layer], dim=1)[None]  # (1, kv_heads, L, head_dim)
-        v = torch.cat(layers_v[layer], dim=1)[None]
+        # the chunks side by side, then one rotation to their assembled positions (elementwise, so
+        # the same as rotating each chunk at its own)
+        chunk_keys = [c.keys[layer].to(device, dtype) for c in chunks]  # (kv_heads, T_i, head_dim)
+        if rotary is not None:
+            chunk_keys = [rotary.apply(torch.cat(chunk_keys, dim=1), positions, layer)]
+        k = torch.cat(layers_k[layer] + chunk_keys, dim=1)[None]  # (1, kv_heads, L, head_dim)
+        v = torch.cat(layers_v[layer] + [c.values[layer].to(device, dtype) for c in chunks], dim=1)[None]
         cache.update(k, v, layer)
     input_ids = torch.cat([prefix] + [c.token_ids for c in chunks])
     return AssembledContext(cache, input_ids, prefix.numel(), spans)

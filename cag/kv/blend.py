@@ -9,8 +9,10 @@ prompt, just before the answer starts) in the upper half of the layers, summed o
 the answer is, which is where a translated cache's errors cost most; the question's K/V are dropped
 again before the recompute. Other selections were measured worse (docs/results.md) and live with
 the experiments (`register_selection` adds them).
-Cost: one extra prefill of the question, plus the recomputed share of a prefill; the question then
-continues the cache.
+Cost: one extra prefill of the question, plus the recomputed share of a prefill. Deferred
+(`defer=True`, what the blend modes do), the recompute waits for the generator's prefill of the
+question and both run in one forward (cag.kv.generate.read_after): the same computation, one pass
+over the weights fewer.
 
 Rotary generators only; the cache must hold every position (no sliding-window layer may have
 dropped tokens). Cache index == position: assembly lays the prefix and chunks out contiguously.
@@ -38,11 +40,9 @@ class Selection:
         """(T,) one score per context token (prefix excluded)."""
         raise NotImplementedError
 
-    def recompute(self, lm, context: AssembledContext, fraction: float, question_ids) -> int:
-        """Recompute the chosen tokens in place; how many."""
-        chosen = select_tokens(self.scores(lm, context, question_ids), fraction) + context.prefix_tokens
-        recompute_in_place(lm, context, chosen)  # (S,) cache indices == positions
-        return int(chosen.numel())
+    def choose(self, lm, context: AssembledContext, fraction: float, question_ids) -> torch.Tensor:
+        """(S,) sorted cache positions (== cache indices) of the tokens to recompute."""
+        return select_tokens(self.scores(lm, context, question_ids), fraction) + context.prefix_tokens
 
 
 class QuerySelection(Selection):
@@ -121,40 +121,74 @@ def select_tokens(scores: torch.Tensor, fraction: float) -> torch.Tensor:
 
 @torch.no_grad()
 def blend(lm, context: AssembledContext, fraction: float, select: str = DEFAULT_BLEND_SELECT,
-          question_ids=None) -> tuple[AssembledContext, int]:
-    """Recompute `fraction` of the context tokens in place; (the context, tokens recomputed).
-    `question_ids`: what the generator will read after the context (the query selection's input)."""
+          question_ids=None, defer: bool = False) -> tuple[AssembledContext, int]:
+    """Recompute `fraction` of the context tokens in place; (the context, how many tokens).
+    `question_ids`: what the generator will read after the context (the query selection's input).
+    `defer`: only choose them (`context.pending`); the generator's next read after the context
+    (cag.kv.generate.read_after) recomputes them in its forward, `settle` on its own."""
     check_blend_options(fraction, select)
     check_blendable(lm, context.length)
+    if context.pending is not None:
+        raise CagError("This context already waits for a blend's recompute.")
     p, total = context.prefix_tokens, context.length
     if fraction == 0.0 or total == p:
         return context, 0
     if fraction == 1.0:  # every token: no selection needed
-        recompute_in_place(lm, context, torch.arange(p, total))
-        return context, total - p
-    return context, SELECTIONS[select].recompute(lm, context, fraction, question_ids)
+        chosen = torch.arange(p, total)
+    else:
+        chosen = SELECTIONS[select].choose(lm, context, fraction, question_ids)
+    context.pending = chosen if chosen.numel() else None
+    if not defer:
+        settle(lm, context)
+    return context, int(chosen.numel())
 
 
-def recompute_in_place(lm, context: AssembledContext, chosen: torch.Tensor) -> None:
+def settle(lm, context: AssembledContext | None) -> None:
+    """Recompute a deferred blend's tokens now: before anything but `read_after` reads the cache."""
+    if context is not None and context.pending is not None:
+        recompute_in_place(lm, context, context.pending)
+        context.pending = None
+
+
+def merges_with(lm, length: int) -> bool:
+    """Whether a deferred recompute can share the forward that brings the cache to `length`
+    positions: not where a sliding window would drop context once the new tokens are in."""
+    window = lm.geometry.sliding_window
+    return not window or length < window
+
+
+def recompute_in_place(lm, context: AssembledContext, chosen: torch.Tensor,
+                       new_ids: torch.Tensor | None = None) -> torch.Tensor | None:
     """Run the generator over the tokens at positions `chosen` (sorted); at every layer their new
-    K/V overwrite the stored ones before attention, and each attends to positions <= its own."""
+    K/V overwrite the stored ones before attention, and each attends to positions <= its own.
+    With (T,) `new_ids`, the same forward also reads them after the context (appending their K/V,
+    each attending to the whole context, recomputed tokens included, and to the new ones before
+    it); (1, vocab) logits of the last new token, else None."""
     cache, device = context.cache, lm.device
     index = chosen.to(device)
+    count = index.numel()
+    new = torch.zeros(0, dtype=torch.int64) if new_ids is None else torch.as_tensor(new_ids, dtype=torch.int64)
+    positions = torch.cat([index, torch.arange(context.length, context.length + new.numel(), device=device)])
     dtype = cache.layers[0].keys.dtype
+    append = type(cache).update
 
-    def update(key_states, value_states, layer_idx, *args, **kwargs):  # replaces, never appends
+    def update(key_states, value_states, layer_idx, *args, **kwargs):  # (1, kv_heads, S + T, head_dim)
         stored = cache.layers[layer_idx]
-        stored.keys[:, :, index] = key_states.to(dtype)
-        stored.values[:, :, index] = value_states.to(dtype)
-        return stored.keys, stored.values
+        stored.keys[:, :, index] = key_states[:, :, :count].to(dtype)
+        stored.values[:, :, index] = value_states[:, :, :count].to(dtype)
+        if key_states.shape[2] == count:
+            return stored.keys, stored.values
+        return append(cache, key_states[:, :, count:], value_states[:, :, count:], layer_idx, *args, **kwargs)
 
-    # (1, 1, S, L) additive mask: query at position q sees keys at positions <= q
-    allowed = torch.arange(context.length, device=device)[None, :] <= index[:, None]
+    # (S + T, L + T) additive mask: the token at position q sees keys at positions <= q
+    allowed = torch.arange(context.length + new.numel(), device=device)[None, :] <= positions[:, None]
     mask = torch.zeros(allowed.shape, dtype=dtype, device=device)
     mask.masked_fill_(~allowed, torch.finfo(dtype).min)
+    ids = torch.cat([context.input_ids[chosen.cpu()], new])
     cache.update = update  # instance attribute: shadows DynamicCache.update for this forward only
     try:
-        lm.model(input_ids=context.input_ids[chosen][None].to(device), position_ids=index[None],
-                 attention_mask=mask[None, None], cache=cache, use_cache=True, logits_to_keep=1)
+        out = lm.model(input_ids=ids[None].to(device), position_ids=positions[None],
+                       attention_mask=mask[None, None], cache=cache, use_cache=True, logits_to_keep=1)
     finally:
         del cache.update
+    return out.logits[0] if new.numel() else None

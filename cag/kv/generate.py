@@ -8,6 +8,7 @@ import torch
 from transformers import DynamicCache
 
 from cag.kv.assemble import AssembledContext, check_positions
+from cag.kv.blend import merges_with, recompute_in_place, settle
 
 _END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<end_of_turn>", "<|eot_id|>", "<|end|>", "</s>")
 
@@ -42,6 +43,17 @@ def forward_new_tokens(lm, cache, new_ids: torch.Tensor, start: int, logits_to_k
 
 
 @torch.no_grad()
+def read_after(lm, context: AssembledContext, new_ids: torch.Tensor) -> torch.Tensor:
+    """Run the model over (T,) `new_ids` after `context`, continuing its cache; (1, vocab) logits of
+    the last. A blend's deferred recompute (`context.pending`) runs in the same forward."""
+    if context.pending is not None and merges_with(lm, context.length + new_ids.numel()):
+        pending, context.pending = context.pending, None
+        return recompute_in_place(lm, context, pending, new_ids)
+    settle(lm, context)
+    return forward_new_tokens(lm, context.cache, new_ids, context.length)
+
+
+@torch.no_grad()
 def greedy_generate(lm, new_ids, context: AssembledContext | None = None,
                     max_new_tokens: int = 32, on_token: Callable[[str], None] | None = None) -> Generation:
     """Greedy-decode after `context` (or from scratch) given the uncached `new_ids`."""
@@ -51,7 +63,7 @@ def greedy_generate(lm, new_ids, context: AssembledContext | None = None,
     pos = context.length if context is not None else 0
     check_positions(lm.geometry, pos + new_ids.numel() + max_new_tokens, "context + question + answer")
     stops = stop_token_ids(lm)
-    logits = forward_new_tokens(lm, cache, new_ids, pos)
+    logits = read_after(lm, context, new_ids) if context is not None else forward_new_tokens(lm, cache, new_ids, pos)
     prefill_seconds = time.perf_counter() - start_time
     pos += new_ids.numel()
     generated: list[int] = []

@@ -1,7 +1,8 @@
 """Blend modes: another mode's cached context with a share of its tokens (ModeOptions.blend)
 recomputed by the generator over all its layers, attending to the stored K/V of the others
 (CacheBlend-style repair of translation errors and of the attention missing between independently
-prefilled chunks; cag.kv.blend)."""
+prefilled chunks; cag.kv.blend). The build chooses the tokens (timings `blend`); they are
+recomputed in the generator's prefill of the question, in the same forward (timings `prefill`)."""
 
 import time
 
@@ -24,6 +25,6 @@ class BlendMode(DerivedMode):
         start = time.perf_counter()
         if built.context is not None:
             blend(request.lm, built.context, request.options.blend, request.options.blend_select,
-                  question_ids=request.question_ids)
+                  question_ids=request.question_ids, defer=True)
         request.timings["blend"] = (time.perf_counter() - start) * 1e3
         return built

@@ -17,6 +17,7 @@ import time
 from dataclasses import replace
 
 from cag.errors import CagError
+from cag.kv.blend import settle
 from cag.modes.base import BuiltContext, ContextMode, ContextRequest
 from cag.modes.derived import DerivedMode
 from cag.modes.registry import get_mode, mode_names
@@ -76,6 +77,12 @@ class ReaderMode(DerivedMode):
     def build(self, request: ContextRequest) -> BuiltContext:
         reader = self.adapter(request.store, request.lm)
         built = self.base.build(request)
+        if built.context is not None and built.context.pending is not None:
+            # a blend recomputes without the adapter (it reads the question and answer only), and
+            # link tokens are computed over the recomputed context: no deferring here
+            start = time.perf_counter()
+            settle(request.lm, built.context)
+            request.timings["blend"] = request.timings.get("blend", 0.0) + (time.perf_counter() - start) * 1e3
         if reader.spec.kind == "lora":
             return replace(built, reader=reader.adapter_name)
         check_generator(request.lm, reader)

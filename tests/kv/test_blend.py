@@ -5,8 +5,9 @@ import torch
 
 from cag.errors import CagError
 from cag.kv.assemble import assemble
-from cag.kv.blend import QUERY_TOKENS, blend, query_scores
+from cag.kv.blend import QUERY_TOKENS, blend, query_scores, settle
 from cag.kv.chunk_cache import prefill_chunk
+from cag.kv.generate import greedy_generate, read_after
 from cag.models.layers import attention_modules
 from cag.testing import tiny_lm, tiny_tokenizer
 
@@ -164,3 +165,67 @@ def test_query_selection_on_a_sliding_window_generator_when_context_and_question
     assert count > 0 and native.cache.get_seq_length() == native.length
 
 
+
+
+def noisy_split(lm):
+    """Two independently prefilled chunks with noise on their K/V: something for a blend to repair."""
+    _, split = contexts(lm)
+    torch.manual_seed(2)
+    for layer in split.cache.layers:
+        layer.keys[:, :, split.prefix_tokens:] += 0.3 * torch.randn_like(layer.keys[:, :, split.prefix_tokens:])
+    return split
+
+
+@pytest.mark.parametrize("family", ROTARY)
+def test_a_deferred_blend_recomputed_with_the_question_matches_recomputing_first(family):
+    lm = model(family)
+    question = tiny_tokenizer()(" Who wrote the report?", add_special_tokens=False).input_ids
+    q = torch.tensor(question)
+    first, deferred = noisy_split(lm), noisy_split(lm)
+    _, count = blend(lm, first, 0.4, question_ids=question)
+    assert first.pending is None
+    repaired = kv(first)
+    with torch.no_grad():
+        want = lm.model(input_ids=q[None], position_ids=torch.arange(first.length, first.length + len(q))[None],
+                        cache=first.cache, use_cache=True, logits_to_keep=1).logits[0]
+    stale = kv(deferred)
+    assert blend(lm, deferred, 0.4, question_ids=question, defer=True)[1] == count
+    assert deferred.pending.numel() == count
+    assert_same_kv(kv(deferred), stale, atol=0)  # nothing recomputed yet
+    assert any(not torch.allclose(a[0], b[0], atol=1e-3) for a, b in zip(stale, repaired))  # but there is to do
+    got = read_after(lm, deferred, q)
+    assert deferred.pending is None and deferred.cache.get_seq_length() == deferred.length + len(q)
+    torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+    assert_same_kv(kv(deferred), kv(first))  # context and question K/V alike
+
+
+def test_greedy_answers_after_a_deferred_blend_are_the_answers_after_an_immediate_one():
+    lm = model("qwen2")
+    question = tiny_tokenizer()(" Who wrote the report?", add_special_tokens=False).input_ids
+    now, later = noisy_split(lm), noisy_split(lm)
+    blend(lm, now, 0.5, question_ids=question)
+    blend(lm, later, 0.5, question_ids=question, defer=True)
+    assert greedy_generate(lm, question, later, 6).token_ids == greedy_generate(lm, question, now, 6).token_ids
+    settle(lm, None)  # nothing to do
+    with pytest.raises(CagError, match="already waits"):
+        again = noisy_split(lm)
+        blend(lm, again, 0.5, question_ids=question, defer=True)
+        blend(lm, again, 0.5, question_ids=question, defer=True)
+
+
+def test_a_deferred_blend_past_the_sliding_window_recomputes_before_the_question():
+    # the context fits gemma3's window, context + question do not: the recompute cannot share the
+    # question's forward (the window would drop context), so it runs first, with the same result
+    probe = tiny_lm("gemma3", sliding_window=512)
+    length = contexts(probe)[0].length
+    lm = tiny_lm("gemma3", sliding_window=length + 2)
+    question = tiny_tokenizer()(" Who wrote the report in the end?", add_special_tokens=False).input_ids
+    now, later = noisy_split(lm), noisy_split(lm)
+    assert later.length + len(question) > length + 2
+    blend(lm, now, 0.4, question_ids=question)
+    blend(lm, later, 0.4, question_ids=question, defer=True)
+    stale = kv(later)
+    assert any(not torch.allclose(a[0], b[0], atol=1e-3) for a, b in zip(stale, kv(now)))
+    assert greedy_generate(lm, question, later, 5).token_ids == greedy_generate(lm, question, now, 5).token_ids
+    assert later.pending is None
+    assert_same_kv(kv(later), kv(now))  # the whole cache, context recomputed alike

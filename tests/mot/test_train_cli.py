@@ -373,7 +373,7 @@ def test_blend_modes_in_ask_and_eval(trained_store, tiny_models, tmp_path):
     for (i, mode), r in records.items():
         if mode.endswith("-blend"):  # every context token recomputed: the generator's own cache
             assert r["prediction"] == records[(i, "direct")]["prediction"] or r["chunks"] > 1
-            assert r["timings_ms"]["blend"] > 0
+            assert "blend" in r["timings_ms"]  # choosing the tokens (none to choose at 1.0: all are recomputed)
     metrics = json.loads((out / "metrics.json").read_text())
     assert "translated - translated-blend" in metrics["paired_differences"]
     assert metrics["modes"]["native-blend"]["bytes_stored_per_context_token"] > 0

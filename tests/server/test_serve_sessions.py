@@ -138,7 +138,7 @@ def test_a_turn_recomputes_the_share_of_the_history_it_names(client, tiny_models
     every = ask("translated-blend", blend=1.0)
     assert none["history"]["mode"] == every["history"]["mode"] == "translated-blend"
     assert none["reply"] == translated["reply"] and every["reply"] == direct["reply"]
-    assert every["timings_ms"]["blend"] > 0
+    assert "blend" in every["timings_ms"]  # the turn chose nothing: at 1.0 every token is recomputed
     for share in (-0.1, 1.5):
         reply = client.post(f"/v1/sessions/{sid}/turns", json={"message": "x", "history_mode": "translated-blend",
                                                                "blend": share})
