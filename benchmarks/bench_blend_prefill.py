@@ -25,25 +25,22 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import torch
 
-from cag.ingest.pipeline import IngestOptions, ingest
 from cag.kv.blend import blend
 from cag.kv.generate import greedy_generate
 from cag.modes import ContextRequest, ModeOptions, get_mode
 from cag.prompt import prompt_layout
-from cag.server.config import ServeConfig
 from cag.server.service import CagServer
 from cag.server.sessions import history_rows
 from cag.server.turns import TurnRequest
 from eval.datasets import load_examples, resolve_dataset, sample
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_multi_agent import notes_of_a, shares  # noqa: E402  (benchmarks/ is the script's folder)
+from bench_multi_agent import case_study_server, notes_of_a, shares  # noqa: E402  (benchmarks/ is the script's folder)
 from serve_process import add_threads_option, apply_threads  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -138,21 +135,12 @@ def main() -> None:
     path, task = resolve_dataset("hotpotqa", None)
     examples = sample(load_examples(path, task), task, args.limit, args.seed)
     load, rows, start = [os.getloadavg()[0]], [], time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        store = Path(tmp) / "store"  # an empty main store: the sessions live under it
-        (Path(tmp) / "empty").mkdir()
-        ingest([Path(tmp) / "empty"], store, IngestOptions(encoder=args.agent_a, dtype=args.dtype))
-        server = CagServer(ServeConfig(store=store, models=(args.agent_b,), max_loaded=2, dtype=args.dtype,
-                                       max_new_tokens=max(args.note_tokens, args.answer_tokens)))
-        server.warm_up()
-        try:
-            for i, example in enumerate(examples, 1):
-                rows.append(run_question(server, args, example))
-                load.append(os.getloadavg()[0])
-                print(f"{i}/{len(examples)} " + " ".join(f"{k} {v:.0f}" for k, v in rows[-1]["ttft_ms"].items()),
-                      flush=True)
-        finally:
-            server.close()
+    with case_study_server(args) as server:
+        for i, example in enumerate(examples, 1):
+            rows.append(run_question(server, args, example))
+            load.append(os.getloadavg()[0])
+            print(f"{i}/{len(examples)} " + " ".join(f"{k} {v:.0f}" for k, v in rows[-1]["ttft_ms"].items()),
+                  flush=True)
     record = {"date": time.strftime("%Y-%m-%d"), "dataset": "hotpotqa distractor dev sample", "seed": args.seed,
               "n": len(rows), "threads": torch.get_num_threads(), "device": "cpu",
               "config": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},

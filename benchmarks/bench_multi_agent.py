@@ -30,6 +30,7 @@ Usage: python benchmarks/bench_multi_agent.py [--limit 60] [--seed 0] [--history
 """
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -221,33 +222,40 @@ def runs_so_far(record_path: Path, rows_before: int) -> list[dict]:
              "load_average_1min": earlier.get("load_average_1min"), "note": "listed from a record without runs"}]
 
 
-def answer_questions(args, examples: list[dict], done: dict, load: list[float], start: float) -> None:
-    """Answer the examples not in `done` (appending each row to the predictions as it is made), until
-    `--max-minutes`."""
+@contextlib.contextmanager
+def case_study_server(args):
+    """A warm server over an empty main store (the sessions live under it) with A's encoder and B,
+    closed and removed afterwards."""
     with tempfile.TemporaryDirectory() as tmp:
-        store = Path(tmp) / "store"  # an empty main store: the sessions live under it
+        store = Path(tmp) / "store"
         (Path(tmp) / "empty").mkdir()
         ingest([Path(tmp) / "empty"], store, IngestOptions(encoder=args.agent_a, dtype=args.dtype))
         server = CagServer(ServeConfig(store=store, models=(args.agent_b,), max_loaded=2, dtype=args.dtype,
                                        max_new_tokens=max(args.note_tokens, args.answer_tokens)))
         server.warm_up()
         try:
-            with open(args.predictions, "a", encoding="utf-8") as out:
-                for i, example in enumerate(examples, 1):
-                    if example["id"] in done:
-                        continue
-                    if args.max_minutes and time.perf_counter() - start > args.max_minutes * 60:
-                        print(f"--max-minutes {args.max_minutes} reached after {len(done)} questions", flush=True)
-                        break
-                    row = run_example(server, args, example)
-                    out.write(json.dumps(row, ensure_ascii=False) + "\n")
-                    out.flush()
-                    done[row["id"]] = row
-                    print(f"{i}/{len(examples)} " + " ".join(f"{m} {v['f1']:.0f}" for m, v in row["modes"].items()),
-                          flush=True)
-                    load.append(os.getloadavg()[0])
+            yield server
         finally:
             server.close()
+
+
+def answer_questions(args, examples: list[dict], done: dict, load: list[float], start: float) -> None:
+    """Answer the examples not in `done` (appending each row to the predictions as it is made), until
+    `--max-minutes`."""
+    with case_study_server(args) as server, open(args.predictions, "a", encoding="utf-8") as out:
+        for i, example in enumerate(examples, 1):
+            if example["id"] in done:
+                continue
+            if args.max_minutes and time.perf_counter() - start > args.max_minutes * 60:
+                print(f"--max-minutes {args.max_minutes} reached after {len(done)} questions", flush=True)
+                break
+            row = run_example(server, args, example)
+            out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            out.flush()
+            done[row["id"]] = row
+            print(f"{i}/{len(examples)} " + " ".join(f"{m} {v['f1']:.0f}" for m, v in row["modes"].items()),
+                  flush=True)
+            load.append(os.getloadavg()[0])
 
 
 def shares(text: str) -> tuple:
