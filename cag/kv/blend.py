@@ -150,13 +150,6 @@ def settle(lm, context: AssembledContext | None) -> None:
         context.pending = None
 
 
-def merges_with(lm, length: int) -> bool:
-    """Whether a deferred recompute can share the forward that brings the cache to `length`
-    positions: not where a sliding window would drop context once the new tokens are in."""
-    window = lm.geometry.sliding_window
-    return not window or length < window
-
-
 def recompute_in_place(lm, context: AssembledContext, chosen: torch.Tensor,
                        new_ids: torch.Tensor | None = None) -> torch.Tensor | None:
     """Run the generator over the tokens at positions `chosen` (sorted); at every layer their new

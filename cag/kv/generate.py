@@ -8,7 +8,8 @@ import torch
 from transformers import DynamicCache
 
 from cag.kv.assemble import AssembledContext, check_positions
-from cag.kv.blend import merges_with, recompute_in_place, settle
+from cag.kv.blend import recompute_in_place, settle
+from cag.kv.geometry import keeps_every_position
 
 _END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<end_of_turn>", "<|eot_id|>", "<|end|>", "</s>")
 
@@ -45,8 +46,9 @@ def forward_new_tokens(lm, cache, new_ids: torch.Tensor, start: int, logits_to_k
 @torch.no_grad()
 def read_after(lm, context: AssembledContext, new_ids: torch.Tensor) -> torch.Tensor:
     """Run the model over (T,) `new_ids` after `context`, continuing its cache; (1, vocab) logits of
-    the last. A blend's deferred recompute (`context.pending`) runs in the same forward."""
-    if context.pending is not None and merges_with(lm, context.length + new_ids.numel()):
+    the last. A blend's deferred recompute (`context.pending`) runs in the same forward, unless a
+    sliding window would drop context once the new tokens are in: then just before it."""
+    if context.pending is not None and keeps_every_position(lm.geometry, context.length + new_ids.numel()):
         pending, context.pending = context.pending, None
         return recompute_in_place(lm, context, pending, new_ids)
     settle(lm, context)

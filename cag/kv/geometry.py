@@ -86,6 +86,11 @@ def _rotary_geometry(config, family: str) -> KVGeometry:
                       scheme, config.max_position_embeddings)
 
 
+def keeps_every_position(geometry: KVGeometry, length: int) -> bool:
+    """Whether a cache of `length` positions still holds them all (no sliding window drops any)."""
+    return not geometry.sliding_window or length < geometry.sliding_window
+
+
 def require_every_position(lm, length: int, who: str) -> None:
     """Raise a one-line CagError unless `lm` keeps every one of `length` cache positions at its
     rotary place: what blend and link tokens need to write tokens between cached ones
@@ -93,6 +98,6 @@ def require_every_position(lm, length: int, who: str) -> None:
     geometry = lm.geometry
     if not geometry.is_rotary:
         raise CagError(f"{who} need a rotary generator; {geometry.family} uses absolute positions.")
-    if geometry.sliding_window and length >= geometry.sliding_window:
+    if not keeps_every_position(geometry, length):
         raise CagError(f"{who} need every position in the cache: {lm.name}'s sliding-window layers "
                        f"keep {geometry.sliding_window - 1} tokens, the context has {length}.")
