@@ -32,8 +32,10 @@ def ingest_command(
     cache_dtype: Annotated[str, typer.Option(help="Storage of chunk caches: fp16, bf16, fp32, or int8 / int4 / "
                                                   "int4k-int3v (integer codes with per-group ranges, KIVI-style: "
                                                   "keys per channel, values per token; 0.52 / 0.27 / 0.24 of "
-                                                  "fp16's bytes; int4k-int3v: int4 keys over 64 tokens, int3 "
-                                                  "values after a Hadamard rotation).")] = "fp16",
+                                                  "fp16's bytes; int4k-int3v: int4 keys over 128 tokens, int3 "
+                                                  "values over 64 channels after a Hadamard rotation). "
+                                                  "Translations made from a store below 8 bits are kept in "
+                                                  "int8.")] = "fp16",
     batch_size: Annotated[int, typer.Option(min=1, help="Chunks per prefill batch.")] = 8,
     reuse_caches_from: Annotated[list[Path] | None, typer.Option(
         "--reuse-caches-from", help="Another store: chunk caches it holds for the same model, prefix "

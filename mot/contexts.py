@@ -11,7 +11,7 @@ import torch
 from cag.errors import CagError
 from cag.kv.assemble import AssembledContext, check_positions, native_prefix_kv
 from cag.kv.chunk_cache import ids_sha256, tokenize_chunk
-from cag.kv.serde import save_chunk_cache
+from cag.kv.serde import derived_cache_dtype, save_chunk_cache
 from cag.store.spaces import CacheSpace
 from cag.store.store import Store
 from cag.records import checkpoint_paths
@@ -86,7 +86,8 @@ def translated_chunks(store: Store, lm, layout, rows: list, kind: str, timings: 
             chunks[i] = chunk
             if persist and keep:
                 store.register_space(space)  # per save: a prune may remove the space meanwhile
-                save_chunk_cache(chunk, store.cache_path(space, rows[i].text_sha256), store.config.cache_dtype)
+                save_chunk_cache(chunk, store.cache_path(space, rows[i].text_sha256),
+                                 derived_cache_dtype(store.config.cache_dtype))
     return chunks
 
 

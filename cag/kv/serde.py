@@ -8,7 +8,9 @@ metadata, verified on load. Writes are atomic (temp file + rename).
 Storage dtypes: fp32, fp16, bf16 (the K/V as they are), and the integer schemes of
 cag.kv.quantize (int8, int4, int4k-int3v: KIVI-style codes with per-group ranges,
 `k.q|min|step`, `v.q|min|step` stacked over the layers, or per layer as `k.{layer}.q|...` in files
-written before; `cag.value_rotation` says whether values were rotated), read back as fp16.
+written before; `cag.key_group` / `cag.value_group` give the ranges' groups, and
+`cag.value_rotation` whether values were rotated), read back as fp16. A file from before the groups
+were recorded is read with the groups its scheme had then (cag.kv.quantize.GROUPS_BEFORE_RECORDED).
 """
 
 import hashlib
@@ -23,7 +25,7 @@ from safetensors.torch import save as st_save
 from cag.atomic import atomic_write_bytes
 from cag.errors import CagError, CorruptCacheError
 from cag.kv.chunk_cache import FORMAT_VERSION, ChunkCache, ChunkMeta
-from cag.kv.quantize import SCHEMES, can_rotate, dequantize, hadamard, quantize
+from cag.kv.quantize import GROUPS_BEFORE_RECORDED, SCHEMES, can_rotate, dequantize, hadamard, quantize
 
 STORAGE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 CACHE_DTYPES = (*STORAGE_DTYPES, *SCHEMES)  # what `cag ingest --cache-dtype` takes
@@ -75,7 +77,10 @@ def _quantize_layers(cache: ChunkCache, scheme, tensors: dict) -> dict:
             for part, t in quantize(x, bits, per, group).items():
                 parts.setdefault(f"{name}.{part}", []).append(t)
     tensors.update({name: torch.stack(layers).contiguous() for name, layers in parts.items()})  # (L, ...)
-    return {"cag.value_rotation": "hadamard" if rotate else "none"} if scheme.rotate_values else {}
+    meta = {"cag.key_group": str(scheme.key_group), "cag.value_group": str(scheme.value_group)}
+    if scheme.rotate_values:
+        meta["cag.value_rotation"] = "hadamard" if rotate else "none"
+    return meta
 
 
 def _dequantize_layers(tensors: dict, info: ChunkMeta, scheme, meta: dict) -> tuple[list, list]:
@@ -83,13 +88,17 @@ def _dequantize_layers(tensors: dict, info: ChunkMeta, scheme, meta: dict) -> tu
     the parts were stacked name them per layer (`k.{layer}.q`, ...)."""
     shape = (info.kv_heads, tensors["token_ids"].numel(), info.head_dim)
     stacked = "k.q" in tensors
+    if "cag.key_group" in meta:  # the file's own groups
+        key_group, value_group = int(meta["cag.key_group"]), int(meta["cag.value_group"])
+    else:
+        key_group, value_group = GROUPS_BEFORE_RECORDED.get(meta["cag.dtype"], (scheme.key_group, scheme.value_group))
 
     def layer(name, i, bits, per, group):
         parts = {p: tensors[f"{name}.{p}"][i] if stacked else tensors[f"{name}.{i}.{p}"] for p in ("q", "min", "step")}
         return dequantize(parts, shape, bits, per, group)
 
-    keys = [layer("k", i, scheme.key_bits, "channel", scheme.key_group).half() for i in range(info.num_layers)]
-    values = [layer("v", i, scheme.value_bits, "token", scheme.value_group) for i in range(info.num_layers)]
+    keys = [layer("k", i, scheme.key_bits, "channel", key_group).half() for i in range(info.num_layers)]
+    values = [layer("v", i, scheme.value_bits, "token", value_group) for i in range(info.num_layers)]
     if meta.get("cag.value_rotation", "none") == "hadamard":
         rotation = hadamard(info.head_dim)  # symmetric and orthonormal: its own inverse
         values = [v @ rotation for v in values]
@@ -99,6 +108,16 @@ def _dequantize_layers(tensors: dict, info: ChunkMeta, scheme, meta: dict) -> tu
 def check_cache_dtype(dtype: str) -> None:
     if dtype not in CACHE_DTYPES:
         raise CagError(f"Unknown cache dtype {dtype!r}; choose one of {', '.join(CACHE_DTYPES)}.")
+
+
+def derived_cache_dtype(dtype: str) -> str:
+    """How a store of `dtype` caches keeps the caches it derives from them (translations): never
+    coarser than int8. A translation of a quantized cache already carries that quantization's
+    error; quantizing it again at 4 bits about doubled the generator's KL to fp16's answers
+    (records/translated_quantization-smollm2-135m-qwen2.5-coder-0.5b.json), so a stored translation
+    would answer worse than the fresh one; at int8 it adds about 0.0005."""
+    scheme = SCHEMES.get(dtype)
+    return "int8" if scheme is not None and min(scheme.key_bits, scheme.value_bits) < 8 else dtype
 
 
 def save_chunk_cache(cache: ChunkCache, path: Path, dtype: str = "fp16") -> int:

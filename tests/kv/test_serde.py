@@ -187,3 +187,48 @@ def test_integer_parts_are_stacked_over_layers_and_earlier_per_layer_files_still
     assert path.stat().st_size < (tmp_path / "per-layer.safetensors").stat().st_size
     for a, b in zip(earlier.keys + earlier.values, now.keys + now.values):
         assert torch.equal(a, b)
+
+
+def test_a_file_records_its_groups_and_one_from_before_reads_with_the_groups_of_then(chunk, tmp_path):
+    """int4k-int3v's groups changed (keys over 64 -> 128 tokens, values over 128 -> 64 channels): a
+    file now says its groups, and one written before, which does not, reads with the old ones."""
+    import dataclasses
+    import json
+
+    from safetensors import safe_open
+    from safetensors.torch import save as st_save
+
+    from cag.kv.chunk_cache import FORMAT_VERSION, ChunkCache
+    from cag.kv.quantize import GROUPS_BEFORE_RECORDED, dequantize, hadamard, quantize
+    from cag.kv.serde import _digest
+    tokens, layers = 200, chunk.meta.num_layers  # wide enough that both groupings differ
+    meta = dataclasses.replace(chunk.meta, head_dim=64)
+    torch.manual_seed(0)
+    wide = ChunkCache([torch.randn(2, tokens, 64).half() for _ in range(layers)],
+                      [torch.randn(2, tokens, 64).half() for _ in range(layers)],
+                      torch.arange(tokens), torch.zeros(tokens, 2, dtype=torch.int64), meta, chunk.text)
+    path = tmp_path / "now.safetensors"
+    save_chunk_cache(wide, path, dtype="int4k-int3v")
+    with safe_open(str(path), "pt") as f:
+        assert (f.metadata()["cag.key_group"], f.metadata()["cag.value_group"]) == ("128", "64")
+    key_group, value_group = GROUPS_BEFORE_RECORDED["int4k-int3v"]
+    rotation = hadamard(64)
+    parts, expected = {}, []
+    for k, v in zip(wide.keys, wide.values):
+        for name, x, bits, per, group in (("k", k, 4, "channel", key_group),
+                                          ("v", v.float() @ rotation, 3, "token", value_group)):
+            q = quantize(x, bits, per, group)
+            back = dequantize(q, x.shape, bits, per, group)
+            expected.append(back if name == "k" else back @ rotation)
+            for part, t in q.items():
+                parts.setdefault(f"{name}.{part}", []).append(t)
+    tensors = {"token_ids": wide.token_ids, "offsets": wide.offsets,
+               **{name: torch.stack(stacked) for name, stacked in parts.items()}}
+    header = {"cag.value_rotation": "hadamard", "cag.meta": json.dumps(meta.to_dict(), sort_keys=True),
+              "cag.text": chunk.text, "cag.dtype": "int4k-int3v", "cag.format_version": str(FORMAT_VERSION)}
+    header["cag.sha256"] = _digest(tensors, header)
+    (tmp_path / "before.safetensors").write_bytes(st_save(tensors, metadata=header))
+    before, now = load_chunk_cache(tmp_path / "before.safetensors"), load_chunk_cache(path)
+    got = [t for k, v in zip(before.keys, before.values) for t in (k, v)]
+    assert all(torch.equal(g, e.half()) for g, e in zip(got, expected))
+    assert not torch.equal(now.values[0], before.values[0])  # the groups differ, so do the values

@@ -425,3 +425,25 @@ def test_recorded_runs_give_the_gate_its_full_and_blend_records():
     blend = results[("mot", "qa_blend")]
     assert (blend["mode"], blend["blend"], blend["blend_select"]) == ("translated-blend", 0.3, "deviation")
     assert blend["retention"] == metrics["translated-blend"]["retention"] and blend["questions"] == 200
+
+
+def test_a_compressed_store_keeps_its_translations_at_int8(tiny_models, text_corpus, corpus, tmp_path):
+    """In an int4k-int3v store the encoder's caches are int4k-int3v, but the translations it keeps
+    are int8 (cag.kv.serde.derived_cache_dtype): quantizing a translation again at 4 bits would make
+    a later ask answer from a worse context than the first."""
+    from safetensors import safe_open
+    assert invoke(*train_args(tiny_models, text_corpus, tmp_path / "run")).exit_code == 0
+    store = tmp_path / "store"
+    result = invoke("ingest", corpus, "--store", store, "--encoder", tiny_models["encoder"], "--chunk-tokens", 32,
+                    "--cache-dtype", "int4k-int3v")
+    assert result.exit_code == 0, result.output
+    first = ask_json(store, tiny_models, "--mode", "translated")
+    assert first["timings_ms"]["translate"] > 0
+    roles = {p.parent.name: json.loads(p.read_text())["role"] for p in (store / "caches").glob("*/model.json")}
+    dtypes = {}
+    for path in (store / "caches").glob("*/*/*.safetensors"):
+        with safe_open(str(path), "pt") as f:
+            dtypes.setdefault(roles[path.parent.parent.name], set()).add(f.metadata()["cag.dtype"])
+    assert dtypes == {"encoder": {"int4k-int3v"}, "translated": {"int8"}}
+    again = ask_json(store, tiny_models, "--mode", "translated")
+    assert again["timings_ms"]["translate"] == 0 and again["answer"] == first["answer"]
