@@ -64,6 +64,24 @@ def answer_text(row: dict) -> str:
     return first["text"] if isinstance(first, dict) else first
 
 
+def teacher_forced(lm, layout, row: dict) -> tuple:
+    """The question's and the reference answer's ids after the prompt, and how many of the last
+    logits predict the answer (its tokens and its end)."""
+    answer_ids = lm.tokenizer(answer_text(row), add_special_tokens=False)["input_ids"]
+    return torch.tensor(layout.question_ids(lm.tokenizer, row["question"]) + answer_ids), len(answer_ids) + 1
+
+
+def answer_log_probs(lm, layout, chunk, ids: torch.Tensor, kept: int) -> torch.Tensor:
+    """(kept, vocab) log-probs of the generator reading `ids` after `chunk` (assembled after its prefix)."""
+    context = assemble(lm, [chunk], layout.prefix_ids)
+    return forward_new_tokens(lm, context.cache, ids, context.length, kept).float().log_softmax(-1)
+
+
+def mean_kl(reference: torch.Tensor, got: torch.Tensor) -> float:
+    """KL(reference || got) per position, averaged; both (positions, vocab) log-probs."""
+    return float((reference.exp() * (reference - got)).sum(-1).mean())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="qwen2.5-coder-0.5b")
@@ -78,20 +96,14 @@ def main() -> None:
         for row in rows:
             chunk = prefill_chunk(lm, row["context"], prefix_ids=layout.prefix_ids)
             rotation = hadamard(chunk.values[0].shape[-1])
-            answer_ids = lm.tokenizer(answer_text(row), add_special_tokens=False)["input_ids"]
-            ids = torch.tensor(layout.question_ids(lm.tokenizer, row["question"]) + answer_ids)
-            kept = len(answer_ids) + 1  # the logits that predict the answer's tokens and its end
-
-            def log_probs(c):
-                context = assemble(lm, [c], layout.prefix_ids)
-                return forward_new_tokens(lm, context.cache, ids, context.length, kept).float().log_softmax(-1)
-
-            reference = log_probs(chunk)
+            ids, kept = teacher_forced(lm, layout, row)
+            reference = answer_log_probs(lm, layout, chunk, ids, kept)
             for name, (kb, kg, vb, vg, rotate) in VARIANTS.items():
                 keys = [round_trip(k, kb, "channel", kg, None) for k in chunk.keys]
                 values = [round_trip(v, vb, "token", vg, rotation if rotate else None) for v in chunk.values]
-                variant = log_probs(ChunkCache(keys, values, chunk.token_ids, chunk.offsets, chunk.meta, chunk.text))
-                totals[name]["kl"] += float((reference.exp() * (reference - variant)).sum(-1).mean())
+                variant = answer_log_probs(lm, layout, ChunkCache(keys, values, chunk.token_ids, chunk.offsets,
+                                                                  chunk.meta, chunk.text), ids, kept)
+                totals[name]["kl"] += mean_kl(reference, variant)
                 totals[name]["same_first"] += int(variant[0].argmax() == reference[0].argmax())
     record = {"date": "2026-12-04", "model": args.model, "compute_dtype": args.dtype,
               "contexts": len(rows), "variants": {

@@ -26,16 +26,14 @@ import torch
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
-from cag.kv.assemble import assemble  # noqa: E402
 from cag.kv.chunk_cache import prefill_chunk  # noqa: E402
-from cag.kv.generate import forward_new_tokens  # noqa: E402
 from cag.kv.serde import load_chunk_cache, save_chunk_cache  # noqa: E402
 from cag.models import load_model  # noqa: E402
 from cag.prompt import prompt_layout  # noqa: E402
 from mot.checkpoint import load_translator  # noqa: E402
 from mot.translator import translate_chunks  # noqa: E402
 from probe_int4_entropy import first_questions  # noqa: E402
-from probe_int4_variants import answer_text, fraction_of_fp16, round_trip  # noqa: E402
+from probe_int4_variants import answer_log_probs, fraction_of_fp16, mean_kl, round_trip, teacher_forced  # noqa: E402
 from cag.kv.chunk_cache import ChunkCache  # noqa: E402
 from cag.kv.quantize import hadamard  # noqa: E402
 
@@ -46,10 +44,10 @@ PLACEMENTS = ("native", "encoder cache", "translation", "both")
 ENCODER_VARIANTS = {
     "keys int4 g64 only": (4, 64, None, None, False),
     "values int3 rotated only": (None, None, 3, 128, True),
-    "keys int4 g64, values int3 rotated (store)": (4, 64, 3, 128, True),
+    "keys int4 g64, values int3 rotated (int4k-int3v before)": (4, 64, 3, 128, True),
     "keys int3 g64, values int4 rotated": (3, 64, 4, 128, True),
     "keys int3 g128, values int4 rotated": (3, 128, 4, 128, True),
-    "keys int4 g128, values int3 rotated g64": (4, 128, 3, 64, True),
+    "keys int4 g128, values int3 rotated g64 (int4k-int3v now)": (4, 128, 3, 64, True),
     "keys int4 g32, values int3 rotated g64": (4, 32, 3, 64, True),
     "keys int4 g64, values int4 rotated": (4, 64, 4, 128, True),
 }
@@ -70,6 +68,7 @@ def main() -> None:
     parser.add_argument("--contexts", type=int, default=60)
     parser.add_argument("--schemes", default="int8,int4,int4k-int3v")
     parser.add_argument("--dtype", default="bf16")
+    parser.add_argument("--out", type=Path, default=None, help="default: records/translated_quantization-...json")
     parser.add_argument("--encoder-variants", action="store_true",
                         help="the bit and group variants of ENCODER_VARIANTS on the encoder cache only")
     args = parser.parse_args()
@@ -92,13 +91,10 @@ def main() -> None:
             return translate_chunks(translator, [source], lm, layout.prefix_ids)[0]
 
         for n, row in enumerate(rows, 1):
-            answer_ids = lm.tokenizer(answer_text(row), add_special_tokens=False)["input_ids"]
-            ids = torch.tensor(layout.question_ids(lm.tokenizer, row["question"]) + answer_ids)
-            kept = len(answer_ids) + 1  # the logits that predict the answer's tokens and its end
+            ids, kept = teacher_forced(lm, layout, row)
 
             def log_probs(chunk):
-                context = assemble(lm, [chunk], layout.prefix_ids)
-                return forward_new_tokens(lm, context.cache, ids, context.length, kept).float().log_softmax(-1)
+                return answer_log_probs(lm, layout, chunk, ids, kept)
 
             native = stored(prefill_chunk(lm, row["context"], prefix_ids=layout.prefix_ids), "fp16")
             source = stored(prefill_chunk(encoder, row["context"], prefix_ids=enc_prefix), "fp16")
@@ -108,7 +104,7 @@ def main() -> None:
                 for name, bits in ENCODER_VARIANTS.items():
                     got = log_probs(translated(variant(source, *bits)))
                     ref, t = reference["translated"], totals[("encoder cache", name)]
-                    t["kl"] += float((ref.exp() * (ref - got)).sum(-1).mean())
+                    t["kl"] += mean_kl(ref, got)
                     t["same_first"] += int(got[0].argmax() == ref[0].argmax())
             for scheme in ([] if args.encoder_variants else schemes):
                 source_q = translated(stored(source, scheme))
@@ -118,7 +114,7 @@ def main() -> None:
                     ref = reference["native" if placement == "native" else "translated"]
                     got = log_probs(chunk)
                     t = totals[(placement, scheme)]
-                    t["kl"] += float((ref.exp() * (ref - got)).sum(-1).mean())
+                    t["kl"] += mean_kl(ref, got)
                     t["same_first"] += int(got[0].argmax() == ref[0].argmax())
             if n % 10 == 0:
                 print(f"{n}/{len(rows)} contexts, {time.perf_counter() - started:.0f} s", flush=True)
@@ -137,7 +133,7 @@ def main() -> None:
             record["kl_answer_tokens_mean"].pop(p)
             record["same_first_token"].pop(p)
     suffix = "-encoder-variants" if args.encoder_variants else ""
-    out = ROOT / "records" / f"translated_quantization-{args.encoder}-{args.model}{suffix}.json"
+    out = args.out or ROOT / "records" / f"translated_quantization-{args.encoder}-{args.model}{suffix}.json"
     out.write_text(json.dumps(record, indent=1) + "\n")
     if args.encoder_variants:
         for name in schemes:
