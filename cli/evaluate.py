@@ -30,7 +30,7 @@ def eval_command(
     blend: Annotated[float, typer.Option(min=0.0, max=1.0, help="-blend modes: share of context tokens "
                                          "the generator recomputes (those the question attends to "
                                          "most).")] = DEFAULT_BLEND,
-    limit: Annotated[int | None, typer.Option(min=1, help="Examples to sample (default: all).")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Examples to sample (default: all). A larger --limit on an existing run folder extends it, keeping the answers made (the sample is prefix-stable).")] = None,
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
     top_k: Annotated[int, typer.Option(min=1, help="multi_doc: paragraphs retrieved.")] = 3,
     context_budget: Annotated[int | None, typer.Option(

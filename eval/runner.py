@@ -246,6 +246,9 @@ def _start_or_resume(run: Path, config: dict) -> tuple:
         # `keep_translated`: whether translations are stored (the same translations either way)
         ran = [get_mode(m) for m in previous["modes"] if m in mode_names()]
         free = {"modes", "skip_missing", "out", "device", "reuse_caches", "keep_translated"}
+        # a larger --limit extends the run: the seeded sample is prefix-stable, so the answers kept
+        # are those of the first examples (eval.datasets.sample)
+        free |= {"limit"} if _extends(previous.get("limit"), config.get("limit")) else set()
         free |= set() if any(m.uses_window for m in ran) else {"window"}
         free |= set() if any(m.recomputes for m in ran) else {"blend", "blend_select"}
         same = lambda c: {k: v for k, v in c.items() if k not in free}
@@ -254,6 +257,9 @@ def _start_or_resume(run: Path, config: dict) -> tuple:
             # config.json lists them all, so the window/blend checks above see every mode that ran
             held = previous["modes"] + [m for m in config["modes"] if m not in previous["modes"]]
             log.info("run %s: modes %s + %s", run, previous["modes"], config["modes"])
+            if config.get("limit") != previous.get("limit"):
+                log.info("run %s: extended from %s to %s examples", run, previous.get("limit"),
+                         config.get("limit") or "all")
             atomic_write_text(path, json.dumps({**config, "modes": held}, indent=2))
             return tuple(held)
         differ = ", ".join(f"{k}: {previous.get(k)!r} there, {config.get(k)!r} now"
@@ -264,6 +270,11 @@ def _start_or_resume(run: Path, config: dict) -> tuple:
     run.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(config, indent=2))
     return tuple(config["modes"])
+
+
+def _extends(before: int | None, now: int | None) -> bool:
+    """Whether a run sampled with --limit `before` may go on with `now` (None: all examples)."""
+    return before is not None and (now is None or now >= before)
 
 
 def _done_keys(path: Path) -> set:

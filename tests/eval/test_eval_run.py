@@ -130,6 +130,24 @@ def test_bf16_generator_run_records_its_dtype_and_resumes_runs_from_before_the_o
         run_eval(config(tiny_models, tmp_path / "old", limit=2, dtype="bf16"))
 
 
+def test_a_larger_limit_extends_a_run_and_keeps_the_answers_made(tiny_models, tmp_path):
+    run = run_eval(config(tiny_models, tmp_path / "run", limit=2))
+    first = (run / "predictions.jsonl").read_text()
+    run_eval(config(tiny_models, tmp_path / "run", limit=4))
+    records = [json.loads(l) for l in (run / "predictions.jsonl").read_text().splitlines()]
+    # the first two examples' answers are the bytes written before; only the new ones were answered
+    assert (run / "predictions.jsonl").read_text().startswith(first)
+    assert len(records) == 12 and len({r["id"] for r in records}) == 4
+    # the same four examples a fresh --limit 4 run samples
+    fresh = run_eval(config(tiny_models, tmp_path / "fresh", limit=4))
+    fresh_ids = {json.loads(l)["id"] for l in (fresh / "predictions.jsonl").read_text().splitlines()}
+    assert {r["id"] for r in records} == fresh_ids
+    assert json.loads((run / "config.json").read_text())["limit"] == 4
+    assert json.loads((run / "metrics.json").read_text())["modes"]["direct"]["n"] == 4
+    with pytest.raises(CagError, match="another config \\(limit: 4 there, 3 now\\)"):
+        run_eval(config(tiny_models, tmp_path / "run", limit=3))
+
+
 def test_a_moved_run_follows_its_passages_without_ingesting_twice(tiny_models, tmp_path):
     import shutil
     from cag.store import Store
