@@ -50,6 +50,10 @@ for step in "${steps[@]}"; do
       $CAG eval --dataset hotpotqa-20 --context-budget 4096 --limit 100 --dtype bf16 --blend 0.25 \
         --modes $NATIVE_MODES,translated,translated-blend \
         --out runs/reader-hotpotqa20-100 ;;
+    hotpotqa20-more)  # recorded: records/eval/hotpotqa20-182-budget4k-native-reader-retrained (the
+      # train-native-80 reader trained again; stopped at 182 of 200 and its config limit set to 182)
+      $CAG eval --dataset hotpotqa-20 --context-budget 4096 --limit 200 --dtype bf16 \
+        --modes direct,native,native+reader --out runs/reader-hotpotqa20-200 ;;
     hotpotqa-native)  # the same two native readers on ten paragraphs
       $CAG eval --dataset hotpotqa --context-budget 2048 --limit 100 --dtype bf16 \
         --modes $NATIVE_MODES --out runs/reader-hotpotqa-100-native ;;
