@@ -232,7 +232,8 @@ def finish_run(run: PreparedRun, lm) -> Path:
 
 
 def _start_or_resume(run: Path, config: dict) -> tuple:
-    """Start the run folder or check that it holds the same run; the modes it holds, in order."""
+    """Start the run folder or check that it holds the same run (other modes may be added, a larger
+    --limit extends it); the modes it holds, in order."""
     path = run / "config.json"
     if path.is_file():
         # keys added since a run started take the value it ran with (runs before --dtype were fp32)

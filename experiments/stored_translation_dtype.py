@@ -26,7 +26,8 @@ from eval.metrics import bootstrap_ratio_ci
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def translated_scores(run: Path) -> dict:
+def translated_answers(run: Path) -> dict:
+    """id -> the run's translated-mode prediction record."""
     rows = [json.loads(line) for line in (run / "predictions.jsonl").read_text().splitlines()]
     return {r["id"]: r for r in rows if r["mode"] == "translated"}
 
@@ -57,12 +58,12 @@ def main() -> None:
     if config.get("context_budget"):
         command += ["--context-budget", str(config["context_budget"])]
     subprocess.run(command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
-    reference = translated_scores(args.fp16)
+    reference = translated_answers(args.fp16)
+    ids = sorted(reference)
     result = {"date": time.strftime("%Y-%m-%d"), "dataset": config["dataset"], "questions": len(reference),
               "store": config["cache_dtype"], "reference": str(args.fp16), "translations": {}}
     for name, run in (("int8 (kept by the store)", args.again), (args.dtype, copy)):
-        got = translated_scores(run)
-        ids = sorted(reference)
+        got = translated_answers(run)
         ratio, low, high = bootstrap_ratio_ci([got[i]["score"] for i in ids], [reference[i]["score"] for i in ids])
         result["translations"][name] = {
             "run": str(run), "score": round(statistics.fmean(got[i]["score"] for i in ids), 2),
