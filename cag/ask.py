@@ -15,12 +15,14 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from cag.defaults import DEFAULT_BLEND, DEFAULT_BLEND_SELECT, DEFAULT_GENERATOR, DEFAULT_MIN_RETENTION
+from cag.defaults import (DEFAULT_BLEND, DEFAULT_BLEND_SELECT, DEFAULT_CONTEXT_SCALE, DEFAULT_GENERATOR,
+                          DEFAULT_MIN_RETENTION)
 from cag.errors import CagError
 from cag.kv.assemble import warm_up
 from cag.kv.generate import greedy_generate
 from cag.models import load_model
 from cag.modes import AutoChooser, ContextRequest, ModeOptions, get_mode
+from cag.modes.scaled import check_context_scale
 from cag.prompt import prompt_layout
 from cag.readers import reading
 from cag.retrieval import Retriever
@@ -77,11 +79,13 @@ def ask(question: str, store_dir: Path | None = None, model: str = DEFAULT_GENER
         top_k: int = 3, mode: str = "auto", max_new_tokens: int = 64, on_token=None,
         lm=None, retriever: Retriever | None = None, min_retention: float | None = None,
         device: str = "auto", dtype: str = "auto", blend: float = DEFAULT_BLEND,
-        blend_select: str = DEFAULT_BLEND_SELECT) -> AskResult:
+        blend_select: str = DEFAULT_BLEND_SELECT, context_scale: float = DEFAULT_CONTEXT_SCALE) -> AskResult:
     """Answer `question`; `lm` / `retriever` let callers keep models loaded across questions.
     `device` / `dtype` place a generator loaded here (see cag.models.loading.resolve_device).
-    `blend_select`: a registered blend selection (cag.kv.blend; experiments register others)."""
+    `blend_select`: a registered blend selection (cag.kv.blend; experiments register others).
+    `context_scale`: the scaled modes' factor on the context's share of attention (cag.modes.scaled)."""
     check_question(question, mode, top_k)
+    check_context_scale(context_scale)
     warm_start = time.perf_counter()
     store = retriever.store if retriever else Store.open(store_dir)
     lm = lm or load_model(model, dtype, device)
@@ -102,7 +106,7 @@ def ask(question: str, store_dir: Path | None = None, model: str = DEFAULT_GENER
     check_question_fits(lm, len(layout.prefix_ids), len(q_ids), max_new_tokens)
     retrieval = retriever.retrieve(question, top_k) if retrieves else None
     rows = [r.chunk for r in reversed(retrieval.results)] if retrieval else []  # best chunk last
-    options, notes = ModeOptions(blend=blend, blend_select=blend_select), []
+    options, notes = ModeOptions(blend=blend, blend_select=blend_select, context_scale=context_scale), []
     if chooser:
         chosen, options, note = chooser.choose(store, lm, rows, options)
         notes.append(note)

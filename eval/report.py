@@ -5,7 +5,7 @@ import statistics
 from pathlib import Path
 
 from cag.atomic import atomic_write_text
-from cag.modes import ReaderMode, get_mode
+from cag.modes import ReaderMode, ScaledMode, get_mode
 from cag.modes import modes as all_modes
 from eval.metrics import bootstrap_difference_ci, bootstrap_ratio_ci
 
@@ -53,11 +53,11 @@ def summarize(task: str, modes: tuple, records: dict, bytes_per_token: dict) -> 
 
 def paired_differences(modes: tuple, records: dict) -> dict:
     """Score differences on the same examples, with bootstrap CIs: every pair of translator modes in
-    the run ("translated - single" etc.), and each reader mode against its base mode
-    ("native+reader - native", "native+links - native")."""
+    the run ("translated - single" etc.), and each reader or scaled mode against its base mode
+    ("native+reader - native", "native+links - native", "native-scaled - native")."""
     present = [m for m in translator_modes() if m in modes]
     pairs = [(m, get_mode(m).base_name) for m in modes
-             if isinstance(get_mode(m), ReaderMode) and get_mode(m).base_name in modes]
+             if isinstance(get_mode(m), (ReaderMode, ScaledMode)) and get_mode(m).base_name in modes]
     pairs += [(first, second) for i, first in enumerate(present) for second in present[i + 1:]
               if (second, first) not in pairs]
     result = {}

@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from cag.atomic import atomic_write_text
-from cag.defaults import (DEFAULT_BLEND, DEFAULT_BLEND_SELECT, DEFAULT_EMBEDDER, DEFAULT_ENCODER,
-                          DEFAULT_GENERATOR)
+from cag.defaults import (DEFAULT_BLEND, DEFAULT_BLEND_SELECT, DEFAULT_CONTEXT_SCALE, DEFAULT_EMBEDDER,
+                          DEFAULT_ENCODER, DEFAULT_GENERATOR)
 from cag.errors import CagError
 from cag.faults import fault_point
 from cag.ingest.pipeline import PREFILL_TASK, IngestOptions, ingest
@@ -24,6 +24,7 @@ from cag.kv.serde import check_cache_dtype
 from cag.models import load_model
 from cag.models.loading import parse_dtype, resolve_device, resolve_dtype
 from cag.modes import ModeOptions, ReaderMode, get_mode, mode_names
+from cag.modes.scaled import check_context_scale
 from cag.progress import Progress
 from cag.prompt import prompt_layout
 from cag.retrieval import load_embedder
@@ -63,6 +64,7 @@ class EvalConfig:
     reuse_caches: tuple = ()  # run folders or stores whose identical chunk caches are linked, not prefilled
     keep_translated: bool = True  # store chunk translations in the run's store (reused by -window/-blend, resume)
     cache_dtype: str = "fp16"  # storage of the run's chunk caches (cag.kv.serde.CACHE_DTYPES)
+    context_scale: float = DEFAULT_CONTEXT_SCALE  # -scaled modes: factor on the context's share of attention
 
 
 def check_modes(config: EvalConfig) -> tuple:
@@ -76,6 +78,7 @@ def check_modes(config: EvalConfig) -> tuple:
     parse_dtype(config.dtype)  # a bad dtype fails before any model work (run_eval resolves "auto")
     check_cache_dtype(config.cache_dtype)
     check_blend_options(config.blend, config.blend_select)
+    check_context_scale(config.context_scale)
     return tuple(config.modes)
 
 
@@ -212,7 +215,8 @@ def prepare_run(config: EvalConfig, progress: Progress, ingest_fn=ingest, check_
 
 
 def mode_options(config: EvalConfig) -> ModeOptions:
-    return ModeOptions(config.blend, config.blend_select, config.window, config.keep_translated)
+    return ModeOptions(config.blend, config.blend_select, config.window, config.keep_translated,
+                       config.context_scale)
 
 
 def append_record(out, record: dict) -> None:
@@ -238,7 +242,8 @@ def _start_or_resume(run: Path, config: dict) -> tuple:
     if path.is_file():
         # keys added since a run started take the value it ran with (runs before --dtype were fp32)
         previous = {"dtype": "fp32", "blend": DEFAULT_BLEND, "blend_select": "deviation", "cache_dtype": "fp16",
-                    "reuse_caches": [], "keep_translated": True, **json.loads(path.read_text())}
+                    "reuse_caches": [], "keep_translated": True, "context_scale": DEFAULT_CONTEXT_SCALE,
+                    **json.loads(path.read_text())}
         if previous == config:
             return tuple(config["modes"])
         # the window only shapes translated-window answers: free to set until that mode has run
@@ -252,6 +257,7 @@ def _start_or_resume(run: Path, config: dict) -> tuple:
         free |= {"limit"} if _extends(previous.get("limit"), config.get("limit")) else set()
         free |= set() if any(m.uses_window for m in ran) else {"window"}
         free |= set() if any(m.recomputes for m in ran) else {"blend", "blend_select"}
+        free |= set() if any(m.scales for m in ran) else {"context_scale"}
         same = lambda c: {k: v for k, v in c.items() if k not in free}
         if same(previous) == same(config):
             # the same run with other modes: predictions already made are kept, new modes are added;

@@ -57,7 +57,8 @@ def option_logprobs(lm, context, prompt_ids: list, options: list, layout) -> tup
     settle(lm, context)  # a blend's deferred recompute, before the options branch off the cache
     cache = context.cache if context is not None else DynamicCache(config=lm.config)
     pos = context.length if context is not None else 0
-    last = forward_new_tokens(lm, cache, torch.tensor(prompt_ids), pos)[-1]  # (vocab,)
+    scaled = context.scaled_span if context is not None else None
+    last = forward_new_tokens(lm, cache, torch.tensor(prompt_ids), pos, scaled_span=scaled)[-1]  # (vocab,)
     prefill_seconds = time.perf_counter() - start
     pos += len(prompt_ids)
     sums, means = [], []
@@ -65,7 +66,7 @@ def option_logprobs(lm, context, prompt_ids: list, options: list, layout) -> tup
         text = option if layout.uses_chat_template else " " + option
         ids = torch.tensor(lm.tokenizer(text, add_special_tokens=False)["input_ids"])
         branch = copy.deepcopy(cache)
-        logits = forward_new_tokens(lm, branch, ids, pos, logits_to_keep=0)  # (T, vocab)
+        logits = forward_new_tokens(lm, branch, ids, pos, logits_to_keep=0, scaled_span=scaled)  # (T, vocab)
         predictors = torch.cat([last[None], logits[:-1]])  # position t predicts token t
         logp = F.log_softmax(predictors.float(), dim=-1).gather(1, ids[:, None].to(predictors.device)).squeeze(1)
         sums.append(float(logp.sum()))

@@ -6,6 +6,7 @@ in pyproject.toml, so cag never imports mot):
     translated-window  the MoT translator's K/V in a window of layers, the generator replaying the
                        context for the others (the paper's replay; a prefill's cost)
     translated-blend   translated, with a share of the tokens recomputed by the generator
+    translated-scaled  translated, with the context's share of attention scaled (cag.modes.scaled)
     translated+reader, translated-blend+reader
                        the same contexts, read through the reader adapter trained for the MoT
                        translator's caches (cag.readers; on the question and answer only)
@@ -19,7 +20,7 @@ import time
 
 from cag.kv.assemble import assemble
 from cag.kv.blend import SELECTIONS
-from cag.modes import LINKS_SUFFIX, READER_SUFFIX, AutoOffer, BlendMode, BuiltContext, ContextMode, ContextRequest, ReaderMode, register
+from cag.modes import LINKS_SUFFIX, READER_SUFFIX, AutoOffer, BlendMode, BuiltContext, ContextMode, ContextRequest, ReaderMode, ScaledMode, register
 from cag.readers import find_reader
 from mot.contexts import translated_chunks, translator_for, window_context
 from mot.registry import find_translator
@@ -119,6 +120,7 @@ def register_modes() -> None:
                  WindowMode("translated-window", "mot", "the MoT translator's K/V in a window of layers, "
                             "the generator replaying the context for the others (a prefill's cost)"),
                  BlendMode("translated-blend", "translated"),
+                 ScaledMode("translated-scaled", "translated"),
                  ReaderMode("translated" + READER_SUFFIX, "translated"),
                  ReaderMode("translated-blend" + READER_SUFFIX, "translated-blend"),
                  ReaderMode("translated" + LINKS_SUFFIX, "translated", "links")):

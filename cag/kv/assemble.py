@@ -26,10 +26,19 @@ class AssembledContext:
     # (S,) sorted positions whose cached K/V are stale until the next forward recomputes them: a
     # deferred blend (cag.kv.blend), done in one forward with the question
     pending: torch.Tensor | None = None
+    # log of the factor on the context's share of attention: added to the attention logits of every
+    # token read after the context over the chunks' positions (prefix excluded); 0: unchanged
+    # (cag.kv.generate.context_mask; the scaled modes, cag.modes.scaled)
+    log_scale: float = 0.0
 
     @property
     def length(self) -> int:
         return int(self.input_ids.shape[0])
+
+    @property
+    def scaled_span(self) -> tuple | None:
+        """(start, end, log_scale) of a context read with a scaled share of attention, else None."""
+        return (self.prefix_tokens, self.length, self.log_scale) if self.log_scale else None
 
 
 def check_positions(geometry, length: int, what: str = "context") -> None:

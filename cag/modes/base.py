@@ -7,7 +7,7 @@ packages (translators: `mot/`) register themselves through the `cag.modes` entry
 
 from dataclasses import dataclass, field
 
-from cag.defaults import DEFAULT_BLEND, DEFAULT_BLEND_SELECT
+from cag.defaults import DEFAULT_BLEND, DEFAULT_BLEND_SELECT, DEFAULT_CONTEXT_SCALE
 
 
 @dataclass(frozen=True)
@@ -18,6 +18,7 @@ class ModeOptions:
     blend_select: str = DEFAULT_BLEND_SELECT  # blend modes: which tokens (cag.kv.blend selections)
     window: tuple | None = None  # window modes: [start, end) generator layers (default: the translator's)
     keep_translated: bool = True  # translated modes: store chunk translations for reuse
+    context_scale: float = DEFAULT_CONTEXT_SCALE  # scaled modes: factor on the context's share of attention
 
 
 @dataclass
@@ -60,6 +61,7 @@ class ContextMode:
     translator_kind: str | None = None  # the translator kind it needs (mot/registry), if any
     recomputes: bool = False  # recomputes a share of the context (reads ModeOptions.blend)
     uses_window: bool = False  # reads ModeOptions.window
+    scales: bool = False  # scales the context's share of attention (reads ModeOptions.context_scale)
     help: str = ""
 
     @property

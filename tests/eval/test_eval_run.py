@@ -190,3 +190,16 @@ def test_a_run_links_the_caches_another_run_holds(tiny_models, tmp_path):
     assert run_eval(config(tiny_models, tmp_path / "second", modes=("direct", "native"), max_new_tokens=3)) == second
     with pytest.raises(CagError, match="not a cag store"):
         run_eval(config(tiny_models, tmp_path / "third", reuse_caches=(str(tmp_path / "nothing"),)))
+
+
+def test_a_scaled_mode_joins_a_run_and_fixes_its_context_scale(tiny_models, tmp_path):
+    # the scale is free until a scaled mode has answered in the folder, then part of its identity
+    run = run_eval(config(tiny_models, tmp_path / "run", modes=("direct", "native"), context_scale=0.9))
+    run_eval(config(tiny_models, tmp_path / "run", modes=("direct", "native-scaled"), context_scale=0.3))
+    records = [json.loads(l) for l in (run / "predictions.jsonl").read_text().splitlines()]
+    assert sorted(r["mode"] for r in records).count("native-scaled") == 5
+    assert json.loads((run / "config.json").read_text())["context_scale"] == 0.3
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert "native-scaled" in metrics["modes"] and metrics["paired_differences"]["native-scaled - native"]["n"] == 5
+    with pytest.raises(CagError, match="context_scale: 0.3 there, 0.5 now"):
+        run_eval(config(tiny_models, tmp_path / "run", modes=("direct", "native-scaled"), context_scale=0.5))
