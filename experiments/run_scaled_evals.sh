@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The scaled modes (cag.modes.scaled): the context's share of attention tuned on HotpotQA training
+# questions, then measured on the dev questions side by side with native and direct.
+#   bash experiments/run_scaled_evals.sh [tune] [hotpotqa20] [hotpotqa]
+# records: records/context_scale-hotpotqa-train20.json (tune),
+#          records/eval/parallel-hotpotqa20-200 (hotpotqa20), records/eval/parallel-hotpotqa-200 (hotpotqa)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-.venv/bin/python}
+CAG="$PY -m cli"
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} MKL_NUM_THREADS=${MKL_NUM_THREADS:-1}
+steps=("$@")
+[ ${#steps[@]} -gt 0 ] || steps=(tune hotpotqa20 hotpotqa)
+
+for step in "${steps[@]}"; do
+  case $step in
+    tune)  # KL to reading the text over direct's answers, per (temperature, scale); stopped at 12 questions
+      $PY scripts/build_hotpotqa_wide.py --split train
+      $PY experiments/probe_parallel_attention.py --task multi_doc --limit 24 \
+        --dataset data/hotpotqa_distractor/train_20passages.jsonl --context-budget 4096 --no-f1 \
+        --grid 1:1,1:0.5,1:0.35,1:0.25,1:0.15,0.95:0.35,1.05:0.35 \
+        --out runs/probe-train20 --record records/context_scale-hotpotqa-train20.json ;;
+    hotpotqa20)  # twenty paragraphs, about 2,700 generator tokens in about 20 chunks
+      $CAG eval --dataset hotpotqa-20 --context-budget 4096 --limit 200 --dtype bf16 \
+        --modes direct,native,native-scaled --context-scale 0.25 --out runs/parallel-hotpotqa20-200 ;;
+    hotpotqa)  # ten paragraphs, about 1,350 tokens
+      $CAG eval --dataset hotpotqa --context-budget 2048 --limit 200 --dtype bf16 \
+        --modes direct,native,native-scaled --context-scale 0.25 --out runs/parallel-hotpotqa-200 ;;
+    *) echo "unknown step $step" >&2; exit 1 ;;
+  esac
+done
