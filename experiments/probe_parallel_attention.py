@@ -1,5 +1,5 @@
-"""Training-free reading of independently prefilled chunks (APE-style), measured before it is built:
-does sharpening the generator's attention to the stored context (a temperature T < 1 on the context
+"""Training-free reading of independently prefilled chunks (APE-style), the tuning probe of the scaled
+modes (cag.modes.scaled, whose mask it uses for S; T is probe-only): does sharpening the generator's attention to the stored context (a temperature T < 1 on the context
 keys' logits) and rescaling the context's share of the attention (a factor S on its weights) bring
 its reading of many native chunk caches closer to reading the text?
 
@@ -27,13 +27,11 @@ import time
 from pathlib import Path
 
 import torch
-from transformers import AttentionInterface
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cag.kv.generate import greedy_generate  # noqa: E402
+from cag.kv.generate import forward_new_tokens, greedy_generate  # noqa: E402
 from cag.models.loading import load_model  # noqa: E402
 from cag.modes.base import ContextRequest  # noqa: E402
 from cag.modes.registry import get_mode  # noqa: E402
@@ -42,63 +40,28 @@ from cag.prompt import prompt_layout  # noqa: E402
 from eval.metrics import squad_scores  # noqa: E402
 from eval.runner import EvalConfig, prepare_run  # noqa: E402
 
-BIASED = "probe_context_bias"
 
-
-def biased_sdpa(module, query, key, value, attention_mask, **kwargs):
-    """sdpa with `module._context_bias` = (start, end, log_s) added to the logits of key positions
-    [start, end) (the stored context); plain sdpa when unset."""
-    bias = getattr(module, "_context_bias", None)
-    q_len, k_len = query.shape[2], key.shape[2]
-    if bias is None and (attention_mask is not None or q_len == 1):
-        return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
-    # a custom implementation gets no mask made for it: sdpa's is_causal would align the new tokens'
-    # causal mask top-left against the cache, so the bottom-right mask is built here
-    start, end, log_s = bias or (0, 0, 0.0)
-    if attention_mask is None:  # (q, k): causal over the new tokens, all of the cache before them
-        allowed = torch.arange(k_len, device=query.device)[None, :] <= (k_len - q_len + torch.arange(q_len, device=query.device))[:, None]
-        mask = torch.zeros(allowed.shape, dtype=query.dtype, device=query.device).masked_fill_(~allowed, torch.finfo(query.dtype).min)[None, None]
-    elif attention_mask.dtype == torch.bool:
-        mask = torch.zeros(attention_mask.shape, dtype=query.dtype, device=query.device).masked_fill_(~attention_mask, torch.finfo(query.dtype).min)
-    else:
-        mask = attention_mask.clone()
-    mask = mask[..., :k_len].clone()
-    mask[..., start:end] += log_s
-    return sdpa_attention_forward(module, query, key, value, mask, **kwargs)
-
-
-AttentionInterface.register(BIASED, biased_sdpa)
-
-
-def attention_modules(model):
-    return [m for name, m in model.named_modules() if name.endswith("self_attn")]
-
-
-def adjust(lm, context, temperature: float, scale: float) -> None:
-    """Scale the context keys by 1/temperature in place and set the log-scale bias on every layer."""
+def adjust(context, temperature: float, scale: float) -> None:
+    """Scale the context keys by 1/temperature in place (logits / T) and set the context's log scale
+    (the product's scaled modes: cag.kv.generate.context_mask)."""
     p, length = context.prefix_tokens, context.length
     if temperature != 1.0:
         for layer in context.cache.layers:
             layer.keys[:, :, p:length] *= 1.0 / temperature
-    for module in attention_modules(lm.model):
-        module._context_bias = None if scale == 1.0 else (p, length, math.log(scale))
-
-
-def clear(lm) -> None:
-    for module in attention_modules(lm.model):
-        module._context_bias = None
+    context.log_scale = math.log(scale)
 
 
 @torch.no_grad()
-def answer_logprobs(lm, ids_before, answer, cache=None, start=0):
+def answer_logprobs(lm, ids_before, answer, context=None):
     """(len(answer)+1, vocab) log-probs predicting `answer` and the token after it, given `ids_before`
-    (run after `cache` at position `start`, or from scratch)."""
+    (read after `context`, its scale applied, or from scratch)."""
     ids = torch.as_tensor(list(ids_before) + list(answer), dtype=torch.int64)
-    keep = len(answer) + 1
-    positions = torch.arange(start, start + ids.numel())[None]
-    out = lm.model(input_ids=ids[None], position_ids=positions, cache=cache, use_cache=cache is not None,
-                   logits_to_keep=keep)
-    return out.logits[0].float().log_softmax(-1)
+    if context is None:
+        out = lm.model(input_ids=ids[None], logits_to_keep=len(answer) + 1)
+        return out.logits[0].float().log_softmax(-1)
+    logits = forward_new_tokens(lm, context.cache, ids, context.length, logits_to_keep=len(answer) + 1,
+                                scaled_span=context.scaled_span)
+    return logits.float().log_softmax(-1)
 
 
 def main() -> None:
@@ -122,7 +85,6 @@ def main() -> None:
     progress = Progress()
     run = prepare_run(config, progress)
     lm = load_model(config.model, config.dtype, "cpu")
-    lm.model.set_attn_implementation(BIASED)
     layout = prompt_layout(lm.tokenizer)
     rows_by_id = {ex["id"]: (ex, rows) for ex, rows, _ in run.work(progress)}
     # every example has rows: answered modes are read from nothing here
@@ -132,7 +94,6 @@ def main() -> None:
         ex, rows = rows_by_id[ex["id"]]
         q_ids = layout.question_ids(lm.tokenizer, ex["question"])
         lead = get_mode("direct").build(ContextRequest(run.store, lm, layout, rows, q_ids)).lead_ids
-        clear(lm)
         gen = greedy_generate(lm, list(layout.prefix_ids) + lead + q_ids, None, args.max_new_tokens)
         answer = gen.token_ids
         direct_f1.append(squad_scores(gen.text.split("\n")[0].strip(), ex["answers"])["f1"])
@@ -141,17 +102,16 @@ def main() -> None:
             key = f"{t}:{s}"
             request = ContextRequest(run.store, lm, layout, rows, q_ids)
             built = get_mode("native").build(request)
-            adjust(lm, built.context, t, s)
-            student = answer_logprobs(lm, q_ids, answer, built.context.cache, built.context.length)
+            adjust(built.context, t, s)
+            student = answer_logprobs(lm, q_ids, answer, built.context)
             kl = (teacher.exp() * (teacher - student)).sum(-1)
             per[key]["kl"].append(float(kl.mean()))
             per[key]["top1"].append(float((teacher.argmax(-1) == student.argmax(-1)).float().mean()))
             if not args.no_f1:
                 built = get_mode("native").build(ContextRequest(run.store, lm, layout, rows, q_ids))
-                adjust(lm, built.context, t, s)
+                adjust(built.context, t, s)
                 text = greedy_generate(lm, q_ids, built.context, args.max_new_tokens).text
                 per[key]["f1"].append(squad_scores(text.split("\n")[0].strip(), ex["answers"])["f1"])
-            clear(lm)
         line = " ".join(f"{k} kl={sum(v['kl'])/n:.3f}" + (f" f1={sum(v['f1'])/n:.1f}" if v["f1"] else "")
                         for k, v in per.items())
         print(f"[{n}/{len(run.examples)} {time.time() - started:.0f}s] direct f1={sum(direct_f1)/n:.1f} {line}",
