@@ -15,7 +15,8 @@ than the run's extends it: eval's sample with a seed is prefix-stable (its first
 run's), so `cag eval --limit N` then answers only the examples the run did not hold.
 
 `--encoder NAME` forks for another encoder: only modes that do not read the encoder's caches may be
-kept (direct, native, none), and the store is not copied (its encoder caches are the old encoder's).
+kept (direct, native, none; only none where a multi-document budget counts encoder tokens), and the
+store is not copied (its encoder caches are the old encoder's).
 
 Usage: python experiments/fork_eval_run.py SRC DST [--keep direct,native,none] [--limit N] [--encoder NAME]
 """
@@ -41,9 +42,12 @@ def fork(src: Path, dst: Path, keep: list[str], limit: int | None = None, encode
         raise SystemExit(f"{dst} exists; remove it first.")
     config = json.loads((src / "config.json").read_text())
     new_encoder = encoder is not None and encoder != config["encoder"]
-    if new_encoder and not set(keep) <= ENCODER_FREE:
-        raise SystemExit(f"--encoder: only {', '.join(sorted(ENCODER_FREE))} can be kept, not "
-                         f"{', '.join(sorted(set(keep) - ENCODER_FREE))}")
+    # a multi-document budget counts encoder tokens: another encoder may put other paragraphs in the
+    # context, so only the question-alone mode is free of it there
+    free = {"none"} if config.get("context_budget") else ENCODER_FREE
+    if new_encoder and not set(keep) <= free:
+        raise SystemExit(f"--encoder: only {', '.join(sorted(free))} can be kept, not "
+                         f"{', '.join(sorted(set(keep) - free))}")
     if limit is not None and config.get("limit") is None:
         raise SystemExit(f"{src} holds every example of its dataset; --limit cannot extend it.")
     ids = subset_ids(config, limit) if limit is not None and limit < config["limit"] else None

@@ -6,6 +6,8 @@
 #   bash experiments/run_large_evals.sh check train ship squad speed hotpotqa record
 #   bash experiments/run_large_evals.sh train-smollm squad-smollm   (smollm2-135m as the encoder)
 #   bash experiments/run_large_evals.sh train-qwen-gemma squad-qwen-gemma   (qwen2.5-coder-0.5b into gemma3-270m)
+#   bash experiments/run_large_evals.sh train-qwen-smollm squad-qwen-smollm   (qwen2.5-coder-0.5b into smollm2-135m)
+#   bash experiments/run_large_evals.sh hotpotqa-smollm   (smollm2-135m into the 1.5B on HotpotQA)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}  # this tree, not an editable install elsewhere
@@ -53,6 +55,23 @@ for step in "${steps[@]}"; do
       home=$(translator_home gemma3-270m mot=runs/train-qwen05-gemma-mot/translator)
       CAG_HOME=$home $NICE $CAG eval --dataset squad --limit 200 --encoder $Q --model gemma3-270m \
         --dtype bf16 --modes direct,native,none,translated --out runs/eval/squad-200-qwen05-gemma ;;
+    train-qwen-smollm)  # the encoder question into smollm2-135m as a generator: the qwen-gemma recipe
+      $NICE $CAG train --source $Q --target smollm2-135m --kind mot --target-embeddings 2 --token-rank 512 \
+        --weights-dtype int8 --windows 192 --no-install --out runs/train-qwen05-smollm-mot ;;
+    squad-qwen-smollm)  # its translations on smollm2-135m's SQuAD 200 questions (fp32, as that run ran);
+      # direct, native (smollm2-135m's own caches) and none kept
+      $PY experiments/fork_eval_run.py records/eval/squad-200-smollm2-135m runs/eval/squad-200-qwen05-smollm \
+        --keep direct,native,none --encoder $Q
+      home=$(translator_home smollm2-135m mot=runs/train-qwen05-smollm-mot/translator)
+      CAG_HOME=$home $NICE $CAG eval --dataset squad --limit 200 --encoder $Q --model smollm2-135m \
+        --modes direct,native,none,translated --out runs/eval/squad-200-qwen05-smollm ;;
+    hotpotqa-smollm)  # the default encoder into the 1.5B on the hotpotqa step's questions; the budget counts
+      # encoder tokens, so direct is answered again (another tokenizer may fit other paragraphs)
+      $PY experiments/fork_eval_run.py records/eval/hotpotqa-100-qwen05-qwen15 runs/eval/hotpotqa-100-smollm-qwen15 \
+        --keep none --encoder smollm2-135m
+      $NICE $CAG eval --dataset hotpotqa --context-budget 2048 --limit 100 --encoder smollm2-135m --model $L \
+        --dtype bf16 --modes direct,none,translated,translated-blend --blend 0.25 \
+        --out runs/eval/hotpotqa-100-smollm-qwen15 ;;
     squad)
       $NICE $CAG eval --dataset squad --limit 200 --encoder $Q --model $L --dtype bf16 \
         --modes direct,native,none,translated,ridge,translated-blend --blend 0.25 \
