@@ -19,7 +19,10 @@ from cli.text import printable
 def ingest_command(
     paths: Annotated[list[Path], typer.Argument(help="Files or folders (read recursively).")],
     store: StoreOption = None,
-    encoder: Annotated[str, typer.Option(help="The one model that prefills every chunk.")] = DEFAULT_ENCODER,
+    encoder: Annotated[str, typer.Option(help="The one model that prefills every chunk. With Qwen generators, "
+                                             "qwen2.5-coder-0.5b is better: their own caches for the 0.5B, better "
+                                             "translations into the 1.5B, half the bytes per token, about 2.3x "
+                                             "slower to ingest (docs/results.md, 'Which encoder').")] = DEFAULT_ENCODER,
     chunk_tokens: Annotated[int, typer.Option(help="Chunk size in encoder tokens.")] = 256,
     also_for: Annotated[list[str] | None, typer.Option(
         "--also-for", help="Also store this generator's own native caches (repeatable).")] = None,

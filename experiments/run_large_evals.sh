@@ -7,6 +7,7 @@
 #   bash experiments/run_large_evals.sh train-smollm squad-smollm   (smollm2-135m as the encoder)
 #   bash experiments/run_large_evals.sh train-qwen-gemma squad-qwen-gemma   (qwen2.5-coder-0.5b into gemma3-270m)
 #   bash experiments/run_large_evals.sh train-qwen-smollm squad-qwen-smollm   (qwen2.5-coder-0.5b into smollm2-135m)
+#   bash experiments/run_large_evals.sh train-qwen-smollm-r112 squad-qwen-smollm-r112   (the same at token rank 112; r128 too)
 #   bash experiments/run_large_evals.sh hotpotqa-smollm   (smollm2-135m into the 1.5B on HotpotQA)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,6 +59,20 @@ for step in "${steps[@]}"; do
     train-qwen-smollm)  # the encoder question into smollm2-135m as a generator: the qwen-gemma recipe
       $NICE $CAG train --source $Q --target smollm2-135m --kind mot --target-embeddings 2 --token-rank 512 \
         --weights-dtype int8 --windows 192 --no-install --out runs/train-qwen05-smollm-mot ;;
+    train-qwen-smollm-r*)  # the same windows, token embeddings at a lower rank (r128, r112): the rank-512
+      # translator is 15.9% of smollm2-135m's parameters, r128 10.1%, r112 under the shipped budget of a tenth
+      r=${step#train-qwen-smollm-r}
+      $NICE $CAG train --source $Q --target smollm2-135m --kind mot --target-embeddings 2 --token-rank $r \
+        --weights-dtype int8 --windows 192 --no-install --data runs/train-qwen05-smollm-mot/data \
+        --out runs/train-qwen05-smollm-mot-r$r ;;
+    squad-qwen-smollm-r*)  # its translations on the same questions (a fork of that run: its store's encoder
+      # caches kept; translations are keyed by the translator's fingerprint)
+      r=${step#squad-qwen-smollm-r}
+      $PY experiments/fork_eval_run.py runs/eval/squad-200-qwen05-smollm runs/eval/squad-200-qwen05-smollm-r$r \
+        --keep direct,native,none
+      home=$(translator_home smollm2-135m mot=runs/train-qwen05-smollm-mot-r$r/translator)
+      CAG_HOME=$home $NICE $CAG eval --dataset squad --limit 200 --encoder $Q --model smollm2-135m \
+        --modes direct,native,none,translated --out runs/eval/squad-200-qwen05-smollm-r$r ;;
     squad-qwen-smollm)  # its translations on smollm2-135m's SQuAD 200 questions (fp32, as that run ran);
       # direct, native (smollm2-135m's own caches) and none kept
       $PY experiments/fork_eval_run.py records/eval/squad-200-smollm2-135m runs/eval/squad-200-qwen05-smollm \

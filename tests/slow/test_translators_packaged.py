@@ -53,7 +53,8 @@ def test_alignment_on_real_tokenizers(models, source, target):
 
 
 SHIPPED_PAIRS = [("smollm2-135m", target, kind) for target in ("qwen2.5-coder-0.5b", "gemma3-270m")
-                 for kind in ("mot", "single", "ridge")] + [("qwen2.5-coder-0.5b", "gemma3-270m", "mot")]
+                 for kind in ("mot", "single", "ridge")] + [("qwen2.5-coder-0.5b", target, "mot")
+                                                            for target in ("gemma3-270m", "smollm2-135m")]
 
 
 @pytest.mark.parametrize("source_name,target,kind", SHIPPED_PAIRS)
