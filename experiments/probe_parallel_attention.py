@@ -1,7 +1,8 @@
 """Training-free reading of independently prefilled chunks (APE-style), the tuning probe of the scaled
-modes (cag.modes.scaled, whose mask it uses for S; T is probe-only): does sharpening the generator's attention to the stored context (a temperature T < 1 on the context
-keys' logits) and rescaling the context's share of the attention (a factor S on its weights) bring
-its reading of many native chunk caches closer to reading the text?
+modes (cag.modes.scaled, whose mask it uses for S; T is probe-only): does sharpening the generator's
+attention to the stored context (a temperature T < 1 on the context keys' logits) and rescaling the
+context's share of the attention (a factor S on its weights) bring its reading of many native chunk
+caches closer to reading the text?
 
 For each question of a multi_doc set (the eval's own ingest and row assembly, native caches):
     direct      the generator reads prefix + chunks' text + question, answers greedily
