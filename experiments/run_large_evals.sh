@@ -82,7 +82,7 @@ for step in "${steps[@]}"; do
         --modes direct,native,none,translated --out runs/eval/squad-200-qwen05-smollm ;;
     hotpotqa-smollm)  # the default encoder into the 1.5B on the hotpotqa step's questions; the budget counts
       # encoder tokens, so direct is answered again (another tokenizer may fit other paragraphs).
-      # Stopped for time at 61 questions; the folder renamed hotpotqa-61-smollm-qwen15, its config limit 61
+      # (first run stopped for time at 61 questions; the same command extended it to 100)
       $PY experiments/fork_eval_run.py records/eval/hotpotqa-100-qwen05-qwen15 runs/eval/hotpotqa-100-smollm-qwen15 \
         --keep none --encoder smollm2-135m
       $NICE $CAG eval --dataset hotpotqa --context-budget 2048 --limit 100 --encoder smollm2-135m --model $L \
