@@ -23,9 +23,9 @@ first token: reading the history, translating it in (a), prefilling the question
 history, B's translated turn is asked twice: the second reads the translations the first stored in
 the session (B's next turn on the same history), and its TTFT is reported apart.
 
-Predictions go to records/multi_agent-hotpotqa[-reading].predictions.jsonl (appended per question;
-a killed run resumes), the summary to records/multi_agent-hotpotqa[-reading].json.
-Usage: python benchmarks/bench_multi_agent.py [--limit 60] [--seed 0] [--history notes|reading]
+Predictions go to records/multi_agent-DATASET[-reading].predictions.jsonl (appended per question;
+a killed run resumes), the summary to records/multi_agent-DATASET[-reading].json.
+Usage: python benchmarks/bench_multi_agent.py [--dataset hotpotqa|hotpotqa-amor] [--limit 60] [--seed 0] [--history notes|reading]
        [--blend-shares 0.05,0.1,0.15 --record R.json --predictions R.predictions.jsonl]
 """
 
@@ -55,6 +55,8 @@ from eval.metrics import bootstrap_difference_ci, bootstrap_ratio_ci, squad_scor
 from serve_process import add_threads_option, apply_threads  # benchmarks/ is the script's folder
 
 ROOT = Path(__file__).resolve().parents[1]
+DATASETS = {"hotpotqa": "hotpotqa distractor dev sample",  # preset -> the record's "dataset"
+            "hotpotqa-amor": "hotpotqa distractor amor sample (dev/test questions not in the dev sample)"}
 HISTORIES = ("notes", "reading")  # what the session holds: A's notes, or the paragraphs A read and its notes
 HISTORY_MODES = {"notes": ("translated", "direct", "none"),
                  # a long history: also translated-blend, at each --blend-shares share (the server's
@@ -267,6 +269,10 @@ def shares(text: str) -> tuple:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", choices=DATASETS, default="hotpotqa",
+                        help="hotpotqa: the dev sample (293 questions); hotpotqa-amor: 241 more dev/test "
+                             "questions (data/hotpotqa_distractor/SOURCE.md); the default record's name "
+                             "takes the preset's name")
     parser.add_argument("--limit", type=int, default=60)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--budget", type=int, default=2048, help="paragraph tokens agent A reads")
@@ -289,11 +295,11 @@ def main() -> None:
                              f"{DEFAULT_BLEND:g})")
     add_threads_option(parser)
     args = parser.parse_args()
-    stem = "multi_agent-hotpotqa" + ("" if args.history == "notes" else f"-{args.history}")
+    stem = f"multi_agent-{args.dataset}" + ("" if args.history == "notes" else f"-{args.history}")
     args.record = args.record or ROOT / "records" / f"{stem}.json"
     args.predictions = args.predictions or ROOT / "records" / f"{stem}.predictions.jsonl"
     apply_threads(args)
-    path, task = resolve_dataset("hotpotqa", None)
+    path, task = resolve_dataset(args.dataset, None)
     examples = sample(load_examples(path, task), task, args.limit, args.seed)
     done = {}
     if args.predictions.is_file():
@@ -328,7 +334,7 @@ def main() -> None:
     if not todo and args.record.is_file():  # summarized again: the answers were made as the record says
         earlier = json.loads(args.record.read_text())
         made = {k: earlier.get(k, v) for k, v in made.items()}
-    record = {"date": made["date"], "dataset": "hotpotqa distractor dev sample", "seed": args.seed,
+    record = {"date": made["date"], "dataset": DATASETS[args.dataset], "seed": args.seed,
               "config": made["config"], "threads": made["threads"], "device": "cpu",
               "runs": runs, "predictions": args.predictions.name, **summarize(rows, keys)}
     args.record.write_text(json.dumps(record, indent=2))

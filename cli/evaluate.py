@@ -15,7 +15,8 @@ from cli.progress_display import progress_bars
 @handle_errors
 def eval_command(
     dataset: Annotated[str, typer.Option(help="JSON Lines file, or a preset: squad, boolq, arc-challenge, "
-                                              "arc-easy, openbookqa, mmlu, hotpotqa, hotpotqa-20 (20 paragraphs).")],
+                                              "arc-easy, openbookqa, mmlu, hotpotqa, hotpotqa-20 (20 paragraphs), "
+                                              "hotpotqa-amor (241 more HotpotQA questions).")],
     task: Annotated[str | None, typer.Option(help="extractive | multiple_choice | multi_doc "
                                                   "(implied by a preset).")] = None,
     model: Annotated[str, typer.Option("--model", "-m", help="Generator.")] = DEFAULT_GENERATOR,

@@ -17,6 +17,7 @@ PRESETS = {
     "mmlu": ("mmlu/val.jsonl", "multiple_choice"),
     "hotpotqa": ("hotpotqa_distractor/dev_sample.jsonl", "multi_doc"),
     "hotpotqa-20": ("hotpotqa_distractor/dev_20passages.jsonl", "multi_doc"),  # eval/widen.py
+    "hotpotqa-amor": ("hotpotqa_distractor/amor_sample.jsonl", "multi_doc"),  # extra dev/test questions
 }
 _FIELDS = {
     "extractive": {"id": str, "context": str, "question": str, "answers": list},

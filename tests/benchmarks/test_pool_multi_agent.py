@@ -1,0 +1,59 @@
+"""Pooling the multi-agent case study's records: each record's answered questions (the first `n` lines of
+its predictions), the modes every record asked, and a refusal when two records share a question."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _row(question_id: str, f1: dict) -> dict:
+    modes = {m: {"f1": v, "em": float(v == 100.0), "ttft_ms": 100.0 if m == "direct" else 25.0,
+                 "history_tokens": 1000} for m, v in f1.items()}
+    modes["translated"]["ttft_again_ms"] = 10.0
+    return {"id": question_id, "a": {"note_tokens": 40, "prompt_tokens": 1400, "ttft_ms": 50.0}, "modes": modes}
+
+
+def _record(folder: Path, name: str, rows: list[dict], n: int) -> Path:
+    (folder / f"{name}.predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    path = folder / f"{name}.json"
+    path.write_text(json.dumps({"dataset": name, "n": n, "runs": [], "predictions": f"{name}.predictions.jsonl"}))
+    return path
+
+
+def _pool(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "pool_multi_agent.py"), *map(str, args)],
+                          capture_output=True, text=True, cwd=ROOT)
+
+
+def test_pooling_covers_each_records_answered_questions_in_the_common_modes(tmp_path):
+    first = _record(tmp_path, "first", [
+        _row("a1", {"translated": 50.0, "translated-blend 0.1": 0.0, "direct": 100.0, "none": 0.0}),
+        _row("a2", {"translated": 0.0, "translated-blend 0.1": 0.0, "direct": 100.0, "none": 0.0}),
+        _row("a3", {"translated": 100.0, "translated-blend 0.1": 100.0, "direct": 0.0, "none": 0.0}),  # past n
+    ], n=2)
+    second = _record(tmp_path, "second", [
+        _row("b1", {"translated": 100.0, "direct": 100.0, "none": 100.0}),
+    ], n=1)
+    out = tmp_path / "pooled.json"
+    done = _pool(first, second, "--record", out)
+    assert done.returncode == 0, done.stderr
+    pooled = json.loads(out.read_text())
+    assert pooled["n"] == 3
+    assert set(pooled["modes"]) == {"translated", "direct", "none"}  # the blend share only the first asked
+    assert pooled["modes"]["translated"]["f1"][0] == 50.0  # (50 + 0 + 100) / 3: a3 is not counted
+    assert pooled["modes"]["none"]["f1"][0] == round(100 / 3, 2)
+    assert pooled["f1_retention_ci95"]["translated / direct"][0] == 0.5
+    assert [s["n"] for s in pooled["pooled_from"]] == [2, 1]
+
+
+def test_records_that_share_a_question_are_refused(tmp_path):
+    row = _row("same", {"translated": 50.0, "direct": 100.0, "none": 0.0})
+    first = _record(tmp_path, "first", [row], n=1)
+    second = _record(tmp_path, "second", [row], n=1)
+    done = _pool(first, second, "--record", tmp_path / "pooled.json")
+    assert done.returncode != 0
+    assert "share questions" in done.stderr
+    assert not (tmp_path / "pooled.json").exists()
