@@ -214,14 +214,19 @@ def paired_ttft_ratios(rows: list[dict], modes: tuple) -> dict:
 
 def runs_so_far(record_path: Path, rows_before: int) -> list[dict]:
     """The runs an earlier record of this benchmark lists (a record written before runs were listed: its
-    last run, with what it says of it)."""
-    if not record_path.is_file():
-        return []
-    earlier = json.loads(record_path.read_text())
-    if "runs" in earlier:
-        return earlier["runs"]
-    return [{"date": earlier["date"], "questions_up_to": rows_before, "seconds": earlier.get("seconds_this_run"),
-             "load_average_1min": earlier.get("load_average_1min"), "note": "listed from a record without runs"}]
+    last run, with what it says of it), and one for questions answered by a run killed before it wrote
+    the record (their rows are in the predictions; the run's time and load are lost)."""
+    runs = []
+    if record_path.is_file():
+        earlier = json.loads(record_path.read_text())
+        runs = earlier.get("runs") or [{"date": earlier["date"], "questions_up_to": rows_before,
+                                        "seconds": earlier.get("seconds_this_run"),
+                                        "load_average_1min": earlier.get("load_average_1min"),
+                                        "note": "listed from a record without runs"}]
+    if rows_before > (runs[-1]["questions_up_to"] if runs else 0):
+        runs.append({"date": None, "questions_up_to": rows_before, "seconds": None, "load_average_1min": None,
+                     "note": "killed before it wrote the record: its time and load were not recorded"})
+    return runs
 
 
 @contextlib.contextmanager

@@ -57,3 +57,23 @@ def test_records_that_share_a_question_are_refused(tmp_path):
     assert done.returncode != 0
     assert "share questions" in done.stderr
     assert not (tmp_path / "pooled.json").exists()
+
+
+def _bench_module():
+    sys.path.insert(0, str(ROOT / "benchmarks"))  # the benchmark imports its neighbour serve_process
+    try:
+        import bench_multi_agent
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    return bench_multi_agent
+
+
+def test_a_run_killed_before_its_record_is_listed_for_the_questions_it_answered(tmp_path):
+    runs_so_far = _bench_module().runs_so_far
+    record = tmp_path / "record.json"
+    assert runs_so_far(record, 0) == []
+    killed = runs_so_far(record, 127)  # no record: a first run was killed after 127 questions
+    assert [r["questions_up_to"] for r in killed] == [127] and killed[0]["seconds"] is None
+    record.write_text(json.dumps({"runs": [{"date": "2026-12-05", "questions_up_to": 200, "seconds": 5.0}]}))
+    assert [r["questions_up_to"] for r in runs_so_far(record, 200)] == [200]
+    assert [r["questions_up_to"] for r in runs_so_far(record, 250)] == [200, 250]  # a later run killed too
