@@ -17,9 +17,8 @@ from pathlib import Path
 from bench_multi_agent import summarize  # benchmarks/ is the script's folder
 
 
-def answered_rows(record_path: Path) -> list[dict]:
+def answered_rows(record_path: Path, record: dict) -> list[dict]:
     """The record's questions, in its order: the first `n` lines of its predictions file."""
-    record = json.loads(record_path.read_text())
     lines = (record_path.parent / record["predictions"]).read_text().splitlines()
     if len(lines) < record["n"]:
         raise SystemExit(f"{record_path}: {record['n']} questions, but its predictions hold {len(lines)}")
@@ -32,23 +31,21 @@ def common_keys(samples: list[list[dict]]) -> tuple:
     return tuple(m for m in asked[0] if m != "paragraphs" and all(m in other for other in asked[1:]))
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("records", type=Path, nargs="+", help="records of bench_multi_agent.py")
     parser.add_argument("--record", type=Path, required=True, help="where the pooled summary goes")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if len(args.records) < 2:
         raise SystemExit("give at least two records to pool")
-    samples = [answered_rows(path) for path in args.records]
+    records = [json.loads(path.read_text()) for path in args.records]
+    samples = [answered_rows(path, record) for path, record in zip(args.records, records)]
     ids = [row["id"] for rows in samples for row in rows]
     if len(ids) != len(set(ids)):
         raise SystemExit("the records share questions: pooling would count them twice")
     keys = common_keys(samples)
-    sources = []
-    for path in args.records:
-        record = json.loads(path.read_text())
-        sources.append({"record": path.name, "dataset": record["dataset"], "n": record["n"],
-                        "runs": record["runs"]})
+    sources = [{"record": path.name, "dataset": record["dataset"], "n": record["n"], "runs": record["runs"]}
+               for path, record in zip(args.records, records)]
     rows = [row for rows in samples for row in rows]
     pooled = {"pooled_from": sources, **summarize(rows, keys)}
     args.record.write_text(json.dumps(pooled, indent=2))

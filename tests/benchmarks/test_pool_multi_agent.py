@@ -1,10 +1,12 @@
 """Pooling the multi-agent case study's records: each record's answered questions (the first `n` lines of
 its predictions), the modes every record asked, and a refusal when two records share a question."""
 
+import importlib
 import json
-import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,9 +25,17 @@ def _record(folder: Path, name: str, rows: list[dict], n: int) -> Path:
     return path
 
 
-def _pool(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "pool_multi_agent.py"), *map(str, args)],
-                          capture_output=True, text=True, cwd=ROOT)
+def _benchmark(name: str):
+    """A module of benchmarks/ (its scripts import their neighbours), imported in this process."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+
+def _pool(*args) -> None:
+    _benchmark("pool_multi_agent").main([str(a) for a in args])
 
 
 def test_pooling_covers_each_records_answered_questions_in_the_common_modes(tmp_path):
@@ -38,8 +48,7 @@ def test_pooling_covers_each_records_answered_questions_in_the_common_modes(tmp_
         _row("b1", {"translated": 100.0, "direct": 100.0, "none": 100.0}),
     ], n=1)
     out = tmp_path / "pooled.json"
-    done = _pool(first, second, "--record", out)
-    assert done.returncode == 0, done.stderr
+    _pool(first, second, "--record", out)
     pooled = json.loads(out.read_text())
     assert pooled["n"] == 3
     assert set(pooled["modes"]) == {"translated", "direct", "none"}  # the blend share only the first asked
@@ -53,23 +62,13 @@ def test_records_that_share_a_question_are_refused(tmp_path):
     row = _row("same", {"translated": 50.0, "direct": 100.0, "none": 0.0})
     first = _record(tmp_path, "first", [row], n=1)
     second = _record(tmp_path, "second", [row], n=1)
-    done = _pool(first, second, "--record", tmp_path / "pooled.json")
-    assert done.returncode != 0
-    assert "share questions" in done.stderr
+    with pytest.raises(SystemExit, match="share questions"):
+        _pool(first, second, "--record", tmp_path / "pooled.json")
     assert not (tmp_path / "pooled.json").exists()
 
 
-def _bench_module():
-    sys.path.insert(0, str(ROOT / "benchmarks"))  # the benchmark imports its neighbour serve_process
-    try:
-        import bench_multi_agent
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return bench_multi_agent
-
-
 def test_a_run_killed_before_its_record_is_listed_for_the_questions_it_answered(tmp_path):
-    runs_so_far = _bench_module().runs_so_far
+    runs_so_far = _benchmark("bench_multi_agent").runs_so_far
     record = tmp_path / "record.json"
     assert runs_so_far(record, 0) == []
     killed = runs_so_far(record, 127)  # no record: a first run was killed after 127 questions
