@@ -7,8 +7,8 @@ import typer
 
 from cag.defaults import DEFAULT_BLEND, DEFAULT_CONTEXT_SCALE, DEFAULT_ENCODER, DEFAULT_GENERATOR
 from cli._errors import handle_errors
-from cli.options import (DeviceOption, RayCpusOption, RayOption, RayWorkersOption, parse_layer_window,
-                         ray_options)
+from cli.options import (DeviceOption, RayCpusOption, RayGpusOption, RayOption, RayWorkersOption,
+                         parse_layer_window, ray_options)
 from cli.progress_display import progress_bars
 
 
@@ -62,6 +62,7 @@ def eval_command(
     ray: RayOption = None,
     ray_workers: RayWorkersOption = None,
     ray_cpus_per_worker: RayCpusOption = 1,
+    ray_gpus_per_worker: RayGpusOption = 1.0,
 ) -> None:
     """Run a QA dataset through cag's real path (ingest, store, assemble, generate) in several
     modes and write config.json, predictions.jsonl, metrics.json, report.md and plots.
@@ -78,7 +79,7 @@ def eval_command(
                         window=parse_layer_window(window), dtype=dtype, device=device, blend=blend,
                         reuse_caches=tuple(reuse_caches_from or ()),
                         keep_translated=keep_translated, cache_dtype=cache_dtype, context_scale=context_scale)
-    cluster = ray_options(ray, ray_workers, ray_cpus_per_worker)
+    cluster = ray_options(ray, ray_workers, ray_cpus_per_worker, ray_gpus_per_worker)
     with progress_bars() as progress:
         if cluster is None:
             run = run_eval(config, progress)

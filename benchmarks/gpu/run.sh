@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The prepared GPU run (benchmarks/gpu/run.py): set up on the GPU machine, then run (sized for 8
-# minutes on one large GPU; about 15 measured on an H200). See benchmarks/gpu/README.md.
+# minutes on one large GPU). See benchmarks/gpu/README.md.
 #   bash benchmarks/gpu/run.sh [--smoke] [run.py options]   on a machine whose python3 has a CUDA torch
 #   bash benchmarks/gpu/run.sh --dry-run                    on the CPU: the same steps, each tiny (with
 #                                                           the carried set-up too, where one is staged)
 # On a machine without network, what pack.py packed and stage.py joined ($CAG_CARRY, default
 # /tmp/cag-carry/files) is installed first: wheels into $CAG_SITE (default /tmp/cag-site), the
-# embedder beside them, the checkout's large files into the checkout; the models run from the GGUFs.
+# embedder beside them, the checkout's large files into the checkout, Ray where it was carried; the
+# models run from the GGUFs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [ "${1:-}" = "--dry-run" ]; then
@@ -39,12 +40,26 @@ if [ -d "$carry" ]; then
         tar -xzf "$carry/checkout.tar.gz" --skip-old-files  # the pair's translator, SQuAD, the corpus
     fi
     export PYTHONPATH=$PWD:$site HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+    if [ -f "$carry/ray-wheels.tar" ] && [ ! -f "$site/.ray-installed" ]; then
+        rm -rf /tmp/cag-ray-wheels && mkdir -p /tmp/cag-ray-wheels && tar -xf "$carry/ray-wheels.tar" -C /tmp/cag-ray-wheels
+        # --prefix (not --target) installs only what the machine lacks: its own packages that
+        # satisfy Ray's requirements stay, and nothing of theirs is shadowed
+        if "$PY" -m pip install -q --no-index --find-links /tmp/cag-ray-wheels --no-compile \
+                --prefix "$site-ray" ray==2.60.0; then
+            touch "$site/.ray-installed"
+        else
+            echo "run.sh: Ray could not be installed; the eval answers in one process" >&2
+        fi
+    fi
+    for ray_site in "$site-ray"/lib/python3*/site-packages; do
+        [ -d "$ray_site" ] && export PYTHONPATH=$PYTHONPATH:$ray_site
+    done
     export CAG_HOME=${CAG_HOME:-/tmp/cag-home}
     for role in encoder generator; do
         name=${!role}
         if [ -f "$carry/$name.gguf" ]; then models+=("--$role" "$carry/$name.gguf"); fi
     done
 elif [ "$device" = cuda ]; then
-    "$PY" -m pip install -q -e . --no-deps && "$PY" -m pip install -q -r benchmarks/gpu/wheels.txt
+    "$PY" -m pip install -q -e . --no-deps && "$PY" -m pip install -q -r benchmarks/gpu/wheels.txt ray==2.60.0
 fi
 exec "$PY" benchmarks/gpu/run.py --device "$device" "${models[@]}" "$@"

@@ -38,7 +38,7 @@ class WorkerPlan:
 
     per_model: int
     num_cpus: int
-    num_gpus: int
+    num_gpus: float  # 0, or the share of one GPU each actor reserves
     device: str  # "cuda" (the GPU Ray gave the actor) or "cpu"
 
 
@@ -98,25 +98,29 @@ def _describe(started: bool) -> Cluster:
 
 
 def plan_workers(cluster: Cluster, models: int, options: RayOptions, device: str = "auto") -> WorkerPlan:
-    """Actors per model for `models` models held at once: one per GPU when the cluster has GPUs and
-    `device` allows them, else as many as its CPUs hold; refused when they cannot all be placed."""
+    """Actors per model for `models` models held at once: as many as the cluster's GPUs (at
+    `options.gpus_per_worker` each) and CPUs hold when it has GPUs and `device` allows them, else
+    as many as its CPUs hold; refused when they cannot all be placed."""
     device = (device or "auto").strip().lower()
     if device not in ("auto", "cpu") and not device.startswith("cuda"):
         raise CagError(f"--device {device}: Ray workers run on cpu or cuda; pass --device auto, cpu or cuda.")
     if device.startswith("cuda") and cluster.gpus == 0:
         raise CagError(f"--device {device}: the Ray cluster has no GPUs; pass --device cpu (or auto).")
     gpu = device != "cpu" and cluster.gpus > 0
-    cpus, models = options.cpus_per_worker, max(models, 1)
-    per_model = options.workers or max(1, (cluster.gpus if gpu else cluster.cpus // cpus) // models)
+    cpus, models, share = options.cpus_per_worker, max(models, 1), options.gpus_per_worker
+    gpu_slots = int(cluster.gpus / share + 1e-9)  # the epsilon keeps 3 / 0.1 from flooring to 29
+    cpu_slots = cluster.cpus // cpus
+    per_model = options.workers or max(1, (min(gpu_slots, cpu_slots) if gpu else cpu_slots) // models)
     actors = per_model * models
-    if gpu and actors > cluster.gpus:
-        raise CagError(f"{per_model} Ray worker(s) per model x {models} model(s) need {actors} GPUs; the "
-                       f"cluster has {cluster.gpus}: pass --ray-workers {max(1, cluster.gpus // models)}.")
+    if gpu and actors > gpu_slots:
+        raise CagError(f"{per_model} Ray worker(s) per model x {models} model(s) x {share:g} GPU need "
+                       f"{actors * share:g} GPUs; the cluster has {cluster.gpus}: pass --ray-workers "
+                       f"{max(1, gpu_slots // models)} or a smaller --ray-gpus-per-worker.")
     if actors * cpus > cluster.cpus:
         raise CagError(f"{per_model} Ray worker(s) per model x {models} model(s) x {cpus} CPU(s) need "
                        f"{actors * cpus} CPUs; the cluster has {cluster.cpus}: pass fewer --ray-workers "
                        "or --ray-cpus-per-worker.")
-    return WorkerPlan(per_model, cpus, 1 if gpu else 0, "cuda" if gpu else "cpu")
+    return WorkerPlan(per_model, cpus, share if gpu else 0, "cuda" if gpu else "cpu")
 
 
 def worker_env(threads: int) -> dict:

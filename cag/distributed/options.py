@@ -14,11 +14,13 @@ class RayOptions:
     here, else a new local one), "local" (always a new local cluster) or HOST:PORT (a running
     cluster's GCS address). `workers`: actors per model (default: one per GPU, else as many as the
     cluster's CPUs hold at `cpus_per_worker` each). `cpus_per_worker`: each actor's Ray CPUs and
-    torch threads."""
+    torch threads. `gpus_per_worker`: the share of one GPU each actor reserves (0.25: four actors
+    on each GPU; small models leave a large GPU mostly idle, so several workers answer more)."""
 
     address: str = "auto"
     workers: int | None = None
     cpus_per_worker: int = 1
+    gpus_per_worker: float = 1.0
 
     def __post_init__(self):
         address = (self.address or "").strip()
@@ -33,4 +35,8 @@ class RayOptions:
             raise CagError(f"--ray-workers {self.workers}: give at least 1.")
         if self.cpus_per_worker < 1:
             raise CagError(f"--ray-cpus-per-worker {self.cpus_per_worker}: give at least 1.")
+        # an actor holds its model on one device: more than one GPU would sit idle
+        if not 0 < self.gpus_per_worker <= 1:
+            raise CagError(f"--ray-gpus-per-worker {self.gpus_per_worker:g}: give a share of one GPU, "
+                           "above 0 and at most 1 (0.25: four workers per GPU).")
         object.__setattr__(self, "address", address)

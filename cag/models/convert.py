@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import torch
+from filelock import FileLock, Timeout
 
 from cag.errors import CagError
 from cag.home import cag_home
@@ -75,8 +76,23 @@ def read_manifest(folder: Path) -> dict:
 
 
 def converted_for(name: str, gguf_locator) -> Path:
-    """The converted folder for `name`, converting from `gguf_locator()` the first time."""
+    """The converted folder for `name`, converting from `gguf_locator()` the first time. Processes
+    that need the same model at once (two `cag` commands on a fresh machine, Ray workers beside
+    their driver) convert it once: the others wait for it, instead of converting it again and
+    replacing the folder under a process already loading it."""
     folder = converted_dir(name)
-    if not is_converted(folder):
-        convert_gguf(gguf_locator(), folder)
+    if is_converted(folder):
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(folder.parent / f".{folder.name}.lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        log.warning("waiting for another process converting %s", name)
+        lock.acquire()
+    try:
+        if not is_converted(folder):
+            convert_gguf(gguf_locator(), folder)
+    finally:
+        lock.release()
     return folder

@@ -4,7 +4,7 @@ that cannot start."""
 import pytest
 from typer.testing import CliRunner
 
-from cag.distributed.cluster import Cluster, plan_workers
+from cag.distributed.cluster import Cluster, WorkerPlan, plan_workers
 from cag.distributed.options import RayOptions
 from cag.errors import CagError
 from cli.main import app
@@ -46,6 +46,29 @@ def test_workers_fill_the_cluster_and_must_fit():
         plan_workers(cpus, 2, RayOptions(workers=5))
     with pytest.raises(CagError, match="the Ray cluster has no GPUs"):
         plan_workers(cpus, 1, RayOptions(), "cuda")
+
+
+def test_workers_can_share_a_gpu():
+    """Small models leave a large GPU mostly idle: --ray-gpus-per-worker packs several workers on each."""
+    one_gpu = Cluster(cpus=16, gpus=1, started=True)
+    assert plan_workers(one_gpu, 1, RayOptions()) == WorkerPlan(1, 1, 1.0, "cuda")
+    assert plan_workers(one_gpu, 1, RayOptions(gpus_per_worker=0.25)) == WorkerPlan(4, 1, 0.25, "cuda")
+    assert plan_workers(Cluster(64, 3, False), 1, RayOptions(gpus_per_worker=0.1)).per_model == 30
+    assert plan_workers(Cluster(16, 3, False), 1, RayOptions(gpus_per_worker=0.1)).per_model == 16  # CPUs
+    assert plan_workers(one_gpu, 2, RayOptions(gpus_per_worker=0.3)).per_model == 1  # 3 slots, 2 models
+    assert plan_workers(one_gpu, 1, RayOptions(gpus_per_worker=0.5), "cpu") == WorkerPlan(16, 1, 0, "cpu")
+    with pytest.raises(CagError, match=r"x 0.5 GPU need 1.5 GPUs; the cluster has 1: pass --ray-workers 2 "):
+        plan_workers(one_gpu, 1, RayOptions(workers=3, gpus_per_worker=0.5))
+    for share in (0, -0.5, 1.5):
+        with pytest.raises(CagError, match="give a share of one GPU, above 0 and at most 1"):
+            RayOptions(gpus_per_worker=share)
+
+
+def test_the_gpu_share_is_a_cli_option(tmp_path, corpus):
+    result = CliRunner().invoke(app, ["ingest", str(corpus), "--store", str(tmp_path / "s"), "--ray", "local",
+                                      "--ray-gpus-per-worker", "2"])
+    assert result.exit_code == 1 and "--ray-gpus-per-worker 2: give a share of one GPU" in result.output
+    assert not (tmp_path / "s").exists()
 
 
 def test_a_worker_that_cannot_start_says_why(tiny_models, tmp_path):

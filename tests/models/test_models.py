@@ -193,3 +193,31 @@ def test_identity_without_weights_is_the_loaded_models(tiny_models):
         assert (identity.name, identity.fingerprint, identity.tokenizer_fingerprint) == \
                (lm.name, lm.fingerprint, lm.tokenizer_fingerprint)
         assert identity.tokenizer("a b c")["input_ids"] == lm.tokenizer("a b c")["input_ids"]
+
+
+def test_processes_needing_one_gguf_at_once_convert_it_once(cag_home, monkeypatch):
+    """The second caller waits for the first's conversion and reuses it: no second conversion
+    replacing the folder under a process that is loading it."""
+    import threading
+    import time
+
+    from cag.models import convert
+
+    calls = []
+
+    def slow_convert(gguf, folder):
+        calls.append(gguf)
+        time.sleep(0.5)
+        folder.mkdir(parents=True)
+        (folder / convert.MANIFEST).write_text("{}")
+        return folder
+
+    monkeypatch.setattr(convert, "convert_gguf", slow_convert)
+    folders = []
+    callers = [threading.Thread(target=lambda: folders.append(convert.converted_for("m", lambda: "m.gguf")))
+               for _ in range(3)]
+    for caller in callers:
+        caller.start()
+    for caller in callers:
+        caller.join()
+    assert calls == ["m.gguf"] and folders == [convert.converted_dir("m")] * 3
