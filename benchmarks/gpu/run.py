@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[2]
 QUESTION = "How long can the European lobster grow?"
 MODES = ("direct", "native", "translated", "translated-blend", "none")
 STEPS = ("convert", "ingest", "ask", "train", "eval")
-SERVER_START_S = 900  # models loaded and warmed on the device (about 20 s on the H200)
+SERVER_START_S = 300  # models loaded and warmed on the device (10-19 s per process on the H200)
 
 
 class StepFailed(Exception):
@@ -132,13 +132,15 @@ def free_port() -> int:
 
 
 def post(url: str, body: dict, timeout: float = 300) -> dict:
-    """POST JSON; the decoded answer, or {"error": ...} for an HTTP error status."""
+    """POST JSON; the decoded answer, or {"error": ...} for an HTTP error status or a lost connection."""
     request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             return json.loads(response.read())
     except urllib.error.HTTPError as exc:
         return {"error": f"HTTP {exc.code}: {exc.read().decode(errors='replace')[:300]}"}
+    except OSError as exc:  # refused, reset, timed out: the server's log says why
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def start_server(args: list, log: Path) -> tuple[subprocess.Popen, str]:
@@ -189,6 +191,8 @@ def main() -> None:
     parser.add_argument("--eval-cpus-per-worker", type=int, default=2, help="CPUs (torch threads) of each")
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "gpu-run")
     args = parser.parse_args()
+    if args.eval_workers < 1 or args.eval_cpus_per_worker < 1:
+        parser.error("--eval-workers and --eval-cpus-per-worker take at least 1")
     device = "cpu" if args.dry_run else args.device
     dtype = "fp32" if device == "cpu" else "bf16"
     tiny = args.dry_run or args.smoke

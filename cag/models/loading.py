@@ -39,6 +39,7 @@ class LoadedModel:
     # reader adapters injected into the model (cag.readers.attach): adapter name -> reader fingerprint;
     # they are switched on only inside cag.readers.reading()
     readers: dict = field(default_factory=dict, repr=False)
+    stop_ids: frozenset | None = field(default=None, repr=False)  # cag.kv.generate.stop_token_ids, once
 
     @property
     def config(self):
