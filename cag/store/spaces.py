@@ -103,6 +103,20 @@ def walk_caches(caches: Path, space_key: str | None = None) -> Iterator[CacheEnt
             yield from _walk_space(Path(space.path), space.name)
 
 
+def space_descriptions(caches: Path) -> Iterator[Path]:
+    """The model.json of every space folder under `caches`, in key order, without walking the
+    spaces' cache files (every ask looks its spaces up: a store of a million chunks has a million
+    files there)."""
+    if not caches.is_dir() or caches.is_symlink():
+        return
+    with os.scandir(caches) as spaces:
+        for space in sorted(spaces, key=lambda e: e.name):
+            if _is_dir(space) and _SPACE_DIR.match(space.name):
+                path = Path(space.path) / "model.json"
+                if path.is_file() and not path.is_symlink():
+                    yield path
+
+
 def _walk_space(folder: Path, key: str) -> Iterator[CacheEntry]:
     with os.scandir(folder) as entries:
         for entry in sorted(entries, key=lambda e: e.name):

@@ -27,7 +27,7 @@ from cag.kv.chunk_cache import ChunkCache
 from cag.kv.serde import load_chunk_cache
 from cag.store.catalog import Catalog
 from cag.store.index_file import load_index, save_index
-from cag.store.spaces import CacheSpace, files_bytes, walk_caches
+from cag.store.spaces import CacheSpace, files_bytes, space_descriptions, walk_caches
 from indexes.factory import AUTO, check_factory, resolve
 from indexes.faiss_index import IndexSetupError, VectorIndex
 
@@ -164,12 +164,11 @@ class Store:
     def spaces(self) -> list[CacheSpace]:
         """The registered cache spaces (an unreadable model.json is left out, with a warning)."""
         found = []
-        for entry in walk_caches(self.caches_folder):
-            if entry.kind == "model":
-                try:
-                    found.append(CacheSpace.from_json(json.loads(entry.path.read_text())))
-                except (OSError, ValueError, TypeError, KeyError) as exc:
-                    log.warning("unreadable cache space description %s (%s); ignored", entry.path, exc)
+        for path in space_descriptions(self.caches_folder):
+            try:
+                found.append(CacheSpace.from_json(json.loads(path.read_text())))
+            except (OSError, ValueError, TypeError, KeyError) as exc:
+                log.warning("unreadable cache space description %s (%s); ignored", path, exc)
         return found
 
     def cache_path(self, space: CacheSpace, text_sha256: str) -> Path:

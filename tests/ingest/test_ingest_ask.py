@@ -135,3 +135,21 @@ def test_stale_index_is_rebuilt_from_the_catalog(tiny_models, corpus, tmp_path):
     scores, found = rebuilt.search(vectors[:1], 1)
     assert rebuilt.info.count == len(ids) and found[0][0] == ids[0]
     assert np.isclose(scores[0][0], 1.0, atol=1e-5)
+
+
+def test_asks_find_their_cache_spaces_without_walking_the_cache_files(tiny_models, corpus, tmp_path, monkeypatch):
+    """Every ask looks its spaces up; a store of a million chunks has a million cache files, so the
+    lookup reads the spaces' model.json and nothing under their shards."""
+    import cag.store.spaces as spaces_module
+
+    generator = tiny_models["generator"]
+    ingest([corpus], tmp_path / "store", options(tiny_models, also_for=(generator,)))
+    store = Store.open(tmp_path / "store")
+    everything = [e.path for e in spaces_module.walk_caches(store.caches_folder) if e.kind == "model"]
+    (store.caches_folder / "0123456789abcdef").mkdir()  # a space folder without its model.json
+    (store.caches_folder / "notes").mkdir()  # not cag's
+    monkeypatch.setattr(spaces_module, "_walk_shard", lambda *a: pytest.fail("walked a space's cache files"))
+    assert sorted(s.role for s in store.spaces()) == ["encoder", "native"] and len(everything) == 2
+    native = ask("How long can the European lobster grow?", tmp_path / "store", generator,
+                 top_k=2, mode="native", max_new_tokens=2)
+    assert native.mode == "native" and native.context_tokens > 0
