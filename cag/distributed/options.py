@@ -12,8 +12,8 @@ _HOST_PORT = re.compile(r"^\[?[A-Za-z0-9.:_-]+\]?:\d{1,5}$")
 class RayOptions:
     """`address`: "auto" (the cluster this machine belongs to: $RAY_ADDRESS or one `ray start`ed
     here, else a new local one), "local" (always a new local cluster) or HOST:PORT (a running
-    cluster's GCS address). `workers`: actors per model (default: one per GPU, else as many as the
-    cluster's CPUs hold at `cpus_per_worker` each). `cpus_per_worker`: each actor's Ray CPUs and
+    cluster's GCS address). `workers`: actors per model (default: as many as the cluster's GPUs
+    hold at `gpus_per_worker` each, else as many as its CPUs hold at `cpus_per_worker` each). `cpus_per_worker`: each actor's Ray CPUs and
     torch threads. `gpus_per_worker`: the share of one GPU each actor reserves (0.25: four actors
     on each GPU; small models leave a large GPU mostly idle, so several workers answer more)."""
 
