@@ -221,3 +221,26 @@ def test_processes_needing_one_gguf_at_once_convert_it_once(cag_home, monkeypatc
     for caller in callers:
         caller.join()
     assert calls == ["m.gguf"] and folders == [convert.converted_dir("m")] * 3
+
+
+def test_a_gguf_file_is_parsed_once_per_conversion(tmp_path):
+    """transformers opens the file three times in one conversion; inside `parsed_once` the later
+    openings get the first one's reader, and outside it every opening parses again."""
+    import gguf
+    import numpy as np
+
+    from cag.models.convert import parsed_once
+
+    path = tmp_path / "tiny.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_uint32("tiny.answer", 42)
+    writer.add_tensor("t", np.arange(4, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    original = gguf.GGUFReader
+    with parsed_once():
+        first = gguf.GGUFReader(str(path))
+        assert gguf.GGUFReader(path) is first and first.fields["tiny.answer"].contents() == 42
+    assert gguf.GGUFReader is original and original(str(path)) is not first
