@@ -42,25 +42,37 @@ def free_port() -> int:
 
 
 class ServeProcess:
-    """`python -m cli serve` from this checkout; `stop()` sends Ctrl-C."""
+    """`python -m cli serve` from this checkout, once it answers /v1/health (its models loaded and
+    warm); its output goes to `log` when given; `stop()` sends Ctrl-C."""
 
-    def __init__(self, store: Path, models: str, *extra: str, timeout: float = 600):
+    def __init__(self, store: Path, models: str, *extra: str, timeout: float = 600, log: Path | None = None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "PYTHONPATH": str(ROOT)}
-        self.proc = subprocess.Popen([sys.executable, "-m", "cli", "serve", "--store", str(store), "--models", models,
-                                      "--port", str(self.port), *extra], cwd=ROOT, env=env)
+        # this checkout first, and whatever the caller's path held (a GPU machine's carried packages)
+        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+        env = {**os.environ, "PYTHONPATH": path}
+        command = [sys.executable, "-m", "cli", "serve", "--store", str(store), "--models", models,
+                   "--port", str(self.port), *map(str, extra)]
+        output = open(log, "w") if log else None
+        try:
+            self.proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=output,
+                                         stderr=subprocess.STDOUT if log else None)
+        finally:
+            if output:
+                output.close()
+        where = f" (its output: {log})" if log else ""
         deadline = time.time() + timeout
         while True:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"cag serve exited with {self.proc.returncode}")
+                raise RuntimeError(f"cag serve exited with {self.proc.returncode} before it served{where}")
             try:
                 if httpx.get(f"{self.url}/v1/health", timeout=2).status_code == 200:
                     return
             except httpx.TransportError:
                 pass
             if time.time() > deadline:
-                raise RuntimeError("cag serve did not come up")
+                self.proc.kill()
+                raise RuntimeError(f"cag serve did not come up within {timeout:g} s{where}")
             time.sleep(0.2)
 
     def stop(self) -> None:

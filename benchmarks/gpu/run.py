@@ -30,16 +30,17 @@ import importlib.util
 import json
 import os
 import platform
-import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
+import httpx
+
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from serve_process import ServeProcess, streamed_ask  # noqa: E402
 QUESTION = "How long can the European lobster grow?"
 MODES = ("direct", "native", "translated", "translated-blend", "none")
 STEPS = ("convert", "ingest", "ask", "train", "eval")
@@ -73,9 +74,12 @@ def cag(*args, log: Path | None = None, env: dict | None = None) -> None:
     if code != 0:
         where = f"the end of {log}" if log else "the log above"
         if log is not None:
-            print(f"--- the end of {log}:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-25:]),
-                  file=sys.stderr, flush=True)
+            print(f"--- the end of {log}:\n{tail(log)}", file=sys.stderr, flush=True)
         raise StepFailed(f"`cag {args[0]}` exited with {code} (its error is in {where})")
+
+
+def tail(log: Path, lines: int = 25) -> str:
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
 
 
 def step(table: dict, name: str, work) -> None:
@@ -123,56 +127,6 @@ def tiny_models(folder: Path) -> tuple[str, str]:
     save_tiny_model(folder / "tiny-llama", "llama", seed=1, max_position_embeddings=4096)
     save_tiny_model(folder / "tiny-qwen2", "qwen2", seed=2, max_position_embeddings=4096)
     return str(folder / "tiny-llama"), str(folder / "tiny-qwen2")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def post(url: str, body: dict, timeout: float = 300) -> dict:
-    """POST JSON; the decoded answer, or {"error": ...} for an HTTP error status or a lost connection."""
-    request = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return {"error": f"HTTP {exc.code}: {exc.read().decode(errors='replace')[:300]}"}
-    except OSError as exc:  # refused, reset, timed out: the server's log says why
-        return {"error": f"{type(exc).__name__}: {exc}"}
-
-
-def start_server(args: list, log: Path) -> tuple[subprocess.Popen, str]:
-    """`cag serve` on a free port, once it answers /v1/health (its models loaded and warm)."""
-    port = free_port()
-    args = ["serve", *args, "--port", port]
-    announce(args, log)
-    with open(log, "w") as out:
-        proc = subprocess.Popen(command_line(args), cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + SERVER_START_S
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
-            print(f"--- the end of {log}:\n{tail}", file=sys.stderr, flush=True)
-            raise StepFailed(f"`cag serve` exited with {proc.returncode} before it served (see {log})")
-        try:
-            with urllib.request.urlopen(f"{url}/v1/health", timeout=2):
-                return proc, url
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise StepFailed(f"`cag serve` did not answer within {SERVER_START_S} s (see {log})")
-
-
-def stop_server(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def main() -> None:
@@ -228,21 +182,28 @@ def main() -> None:
 
     def ask() -> dict:
         t0 = time.perf_counter()
-        proc, url = start_server(["--store", out / "store", "--models", generator, *common], out / "serve.log")
+        log = out / "serve.log"
+        announce(["serve", "--store", out / "store", "--models", generator, *common], log)
+        try:
+            server = ServeProcess(out / "store", generator, *common, timeout=SERVER_START_S, log=log)
+        except RuntimeError as exc:
+            print(f"--- the end of {log}:\n{tail(log)}", file=sys.stderr, flush=True)
+            raise StepFailed(str(exc)) from None
         ready_s = round(time.perf_counter() - t0, 1)
         answers = {}
         try:
-            for mode in MODES:
-                tries = [post(f"{url}/v1/ask", {"question": QUESTION, "model": generator, "mode": mode,
-                                                "max_new_tokens": 16}) for _ in range(2)]
-                failed = [t["error"] for t in tries if "error" in t]
-                answers[mode] = {"error": failed[0]} if failed else {
-                    "answer": tries[1]["answer"], "first_ttft_ms": tries[0]["timings_ms"]["ttft"],
-                    "ttft_ms": tries[1]["timings_ms"]["ttft"]}
-                if not failed and tries[0]["answer"] != tries[1]["answer"]:
-                    answers[mode]["first_answer"] = tries[0]["answer"]
+            with httpx.Client(base_url=server.url, timeout=300) as client:
+                for mode in MODES:
+                    body = {"question": QUESTION, "model": generator, "mode": mode, "max_new_tokens": 16}
+                    tries = [streamed_ask(client, body) for _ in range(2)]
+                    failed = [t["error"] for t in tries if "error" in t]
+                    answers[mode] = {"error": failed[0]} if failed else {
+                        "answer": tries[1]["answer"], "first_ttft_ms": tries[0]["timings_ms"]["ttft"],
+                        "ttft_ms": tries[1]["timings_ms"]["ttft"]}
+                    if not failed and tries[0]["answer"] != tries[1]["answer"]:
+                        answers[mode]["first_answer"] = tries[0]["answer"]
         finally:
-            stop_server(proc)
+            server.stop()
         return {"server_ready_s": ready_s, "modes": answers}
 
     def train() -> dict:

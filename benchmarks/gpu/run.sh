@@ -18,6 +18,7 @@ else
         || { echo "run.sh: $PY's torch sees no CUDA GPU (use --dry-run on a CPU machine)" >&2; exit 1; }
 fi
 encoder=${ENCODER:-smollm2-135m} generator=${GENERATOR:-qwen2.5-coder-0.5b}
+ray_pin=ray==2.60.0  # the version tested here (pyproject's `ray` extra; pack.py carries the same)
 carry=${CAG_CARRY:-/tmp/cag-carry/files}
 models=()
 if [ -d "$carry" ]; then
@@ -45,7 +46,7 @@ if [ -d "$carry" ]; then
         # --prefix (not --target) installs only what the machine lacks: its own packages that
         # satisfy Ray's requirements stay, and nothing of theirs is shadowed
         if "$PY" -m pip install -q --no-index --find-links /tmp/cag-ray-wheels --no-compile \
-                --prefix "$site-ray" ray==2.60.0; then
+                --prefix "$site-ray" "$ray_pin"; then
             touch "$site/.ray-installed"
         else
             echo "run.sh: Ray could not be installed; the eval answers in one process" >&2
@@ -60,6 +61,6 @@ if [ -d "$carry" ]; then
         if [ -f "$carry/$name.gguf" ]; then models+=("--$role" "$carry/$name.gguf"); fi
     done
 elif [ "$device" = cuda ]; then
-    "$PY" -m pip install -q -e . --no-deps && "$PY" -m pip install -q -r benchmarks/gpu/wheels.txt ray==2.60.0
+    "$PY" -m pip install -q -e . --no-deps && "$PY" -m pip install -q -r benchmarks/gpu/wheels.txt "$ray_pin"
 fi
 exec "$PY" benchmarks/gpu/run.py --device "$device" "${models[@]}" "$@"
