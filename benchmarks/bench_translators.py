@@ -23,7 +23,7 @@ from cag.kv.chunk_cache import run_prefill
 from cag.models import load_model
 from cag.prompt import prompt_layout
 from mot.checkpoint import load_translator
-from mot.data import load_window
+from mot.training.data import load_window
 from mot.diagnostics import mean_diagnostics, native_attention, window_diagnostics
 
 RESULTS = Path(__file__).resolve().parent.parent / "records"
@@ -74,7 +74,7 @@ def main() -> None:
         print(name, "full", rows[f"{name}-full"]["kl"], rows[f"{name}-full"]["top1"], flush=True)
     layers = target.geometry.num_layers
     mot = translators.get("mot") or any_translator
-    middle = mot.spec.training.get("window") or [layers // 3, 2 * layers // 3]
+    middle = mot.record.training.get("window") or [layers // 3, 2 * layers // 3]
     rows["mot-window"] = measure(mot, mode="window", layers_window=tuple(middle))
     depth = []
     for start in range(0, layers - args.width + 1, args.stride):

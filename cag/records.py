@@ -1,6 +1,5 @@
-"""A checkpoint's two files (NAME.safetensors + the JSON record beside it), for translators and
-reader adapters: their paths, installing them, and reading the record (refused when its format is
-not the one this version writes)."""
+"""A checkpoint's two files (NAME.safetensors + the JSON record beside it): their paths, installing
+them, and reading the record (refused when its format is not the one this version writes)."""
 
 import json
 import shutil
@@ -10,7 +9,7 @@ from cag.errors import CagError
 
 
 def read_checkpoint_record(path: Path, format_version: int, what: str, retrain: str) -> dict:
-    """The record at `path` (`what`: "translator", "reader adapter"; `retrain`: the command that
+    """The record at `path` (`what`: "translator"; `retrain`: the command that
     makes a new one), or a one-line CagError."""
     try:
         record = json.loads(path.read_text())

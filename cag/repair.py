@@ -25,7 +25,7 @@ import numpy as np
 from cag.errors import CagError
 from cag.ingest.pipeline import reingest
 from cag.models import load_model
-from cag.modes import ContextRequest, ModeOptions, modes
+from cag.modes import ContextRequest, ModeOptions, Reads, modes
 from cag.progress import Progress
 from cag.prompt import prompt_layout
 from cag.store.catalog import Catalog, ChunkRow, NewChunk, row_problem
@@ -131,7 +131,7 @@ def _retranslate(store: Store, wanted: dict, report: RepairReport) -> None:
     spaces = {s.key: s for s in store.spaces()}
     for key, texts in wanted.items():
         space = spaces[key]
-        mode = next((m for m in modes() if m.reads == "encoder" and m.translator_kind == space.kind
+        mode = next((m for m in modes() if m.reads is Reads.ENCODER and m.translator_kind == space.kind
                      and not m.recomputes and not m.uses_window), None)
         rows = [c for c in store.catalog.verify_all()[0] if c.text_sha256 in set(texts)]
         try:

@@ -95,24 +95,3 @@ def save_tiny_model(folder, family: str = "qwen2", seed: int = 0, **overrides):
     lm.tokenizer.save_pretrained(folder)
     return folder
 
-
-def save_tiny_reader(lm, path, reads: str = "native", reads_name: str = "native", scale: float = 0.0,
-                     seed: int = 0, rank: int = 4):
-    """Write a reader adapter for `lm` (cag.readers) reading `reads`: LoRA B = `scale` x noise (0: the
-    base model's outputs exactly). `lm` is left without the adapter. The .safetensors path."""
-    import copy
-
-    from cag.readers import ATTENTION, ReaderSpec, inject, lora_state, lora_targets, save_reader
-
-    scratch = copy.copy(lm)
-    scratch.model, scratch.readers = copy.deepcopy(lm.model), {}
-    targets = lora_targets(scratch.model, ATTENTION)
-    inject(scratch, "tiny", rank, 2.0 * rank, targets)
-    generator = torch.Generator().manual_seed(seed)
-    weights = {}
-    for name, value in lora_state(scratch, "tiny").items():
-        noise = torch.randn(value.shape, generator=generator)
-        weights[name] = noise * (scale if name.endswith("lora_B.weight") else 1.0 / value.shape[-1] ** 0.5)
-    spec = ReaderSpec(reads, reads_name, lm.name, lm.fingerprint, rank, 2.0 * rank, targets,
-                      training={"made_by": "cag.testing.save_tiny_reader"})
-    return save_reader(spec, weights, path, "fp32")

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from cag.defaults import DEFAULT_BLEND, DEFAULT_CONTEXT_SCALE, DEFAULT_GENERATOR, DEFAULT_MIN_RETENTION
+from cag.defaults import DEFAULT_BLEND, DEFAULT_GENERATOR, DEFAULT_MIN_RETENTION
 from cli._errors import handle_errors
 from cli.options import DeviceOption, DtypeOption, ModelOption, StoreOption
 from cli.text import printable
@@ -20,22 +20,16 @@ def ask_command(
     top_k: Annotated[int, typer.Option("--top-k", "-k", help="Chunks to retrieve.")] = 3,
     mode: Annotated[str, typer.Option(
         help="auto | direct | native | translated | translated-blend | native-blend | translated-window | "
-             "single | ridge | none, and MODE+reader (native, native-blend, translated, translated-blend: the "
-             "same context read through the generator's reader adapter, `cag train-reader`). direct: the retrieved text in the prompt (the quality reference); "
+             "single | ridge | none. direct: the retrieved text in the prompt (the quality reference); "
              "native: the generator's own stored caches (`cag ingest --also-for`); translated: the "
              "encoder's caches translated by the MoT translator (`cag train`); the -blend modes let "
              "the generator recompute a share (--blend) of the context tokens, those the question "
              "attends to most; translated-window injects the translation into a window of layers and "
-             "replays the rest (a prefill's cost); the -scaled modes (native-scaled, translated-scaled) "
-             "scale the context's share of attention (--context-scale); single and ridge: simpler translators; none: the "
+             "replays the rest (a prefill's cost); single and ridge: simpler translators; none: the "
              "question alone; auto: native if stored, else a translation whose recorded quality "
              "clears --min-retention, else direct (docs/modes.md).")] = "auto",
     blend: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of context tokens the -blend modes "
                                          "recompute.")] = DEFAULT_BLEND,
-    context_scale: Annotated[float, typer.Option(help="-scaled modes: factor on the "
-                                                 "context's share of the generator's attention (1: unchanged; "
-                                                 "below 1: less, as reading the text would give many "
-                                                 "independently prefilled chunks).")] = DEFAULT_CONTEXT_SCALE,
     min_retention: Annotated[float, typer.Option(
         help="Quality gate for --mode auto: use a translator only if its recorded QA retention "
              "(score / direct score) is at least this; below it, the translated-blend setting "
@@ -57,7 +51,7 @@ def ask_command(
     check_question(question, mode, top_k)
     stream = None if as_json else _stream
     result = ask(question, store, model, top_k, mode, max_new_tokens, on_token=stream,
-                 min_retention=min_retention, device=device, dtype=dtype, blend=blend, context_scale=context_scale)
+                 min_retention=min_retention, device=device, dtype=dtype, blend=blend)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), ensure_ascii=False))
         return

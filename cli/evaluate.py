@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-from cag.defaults import DEFAULT_BLEND, DEFAULT_CONTEXT_SCALE, DEFAULT_ENCODER, DEFAULT_GENERATOR
+from cag.defaults import DEFAULT_BLEND, DEFAULT_ENCODER, DEFAULT_GENERATOR
 from cli._errors import handle_errors
 from cli.options import (DeviceOption, RayCpusOption, RayGpusOption, RayOption, RayWorkersOption,
                          parse_layer_window, ray_options)
@@ -22,8 +22,7 @@ def eval_command(
     model: Annotated[str, typer.Option("--model", "-m", help="Generator.")] = DEFAULT_GENERATOR,
     encoder: Annotated[str, typer.Option(help="Encoder that prefills the passages.")] = DEFAULT_ENCODER,
     modes: Annotated[str, typer.Option(help="Comma-separated: direct, native, none, translated, single, "
-                                            "ridge, translated-window, translated-blend, native-blend, "
-                                            "native-scaled, translated-scaled "
+                                            "ridge, translated-window, translated-blend, native-blend "
                                             "(the translator modes need translators: "
                                             "`cag train`).")] = "direct,native,none",
     window: Annotated[str | None, typer.Option(help="translated-window: generator layers START:END "
@@ -32,9 +31,6 @@ def eval_command(
     blend: Annotated[float, typer.Option(min=0.0, max=1.0, help="-blend modes: share of context tokens "
                                          "the generator recomputes (those the question attends to "
                                          "most).")] = DEFAULT_BLEND,
-    context_scale: Annotated[float, typer.Option(help="-scaled modes: factor on the "
-                                                 "context's share of the generator's attention (1: "
-                                                 "unchanged).")] = DEFAULT_CONTEXT_SCALE,
     limit: Annotated[int | None, typer.Option(min=1, help="Examples to sample (default: all). A larger --limit on an existing run folder extends it, keeping the answers made (the sample is prefix-stable).")] = None,
     seed: Annotated[int, typer.Option(help="Sampling seed.")] = 0,
     top_k: Annotated[int, typer.Option(min=1, help="multi_doc: paragraphs retrieved.")] = 3,
@@ -78,7 +74,7 @@ def eval_command(
                         skip_missing=skip_missing, out=str(out) if out else None,
                         window=parse_layer_window(window), dtype=dtype, device=device, blend=blend,
                         reuse_caches=tuple(reuse_caches_from or ()),
-                        keep_translated=keep_translated, cache_dtype=cache_dtype, context_scale=context_scale)
+                        keep_translated=keep_translated, cache_dtype=cache_dtype)
     cluster = ray_options(ray, ray_workers, ray_cpus_per_worker, ray_gpus_per_worker)
     with progress_bars() as progress:
         if cluster is None:

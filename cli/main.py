@@ -13,7 +13,6 @@ from cli.ingest import ingest_command
 from cli.models import models_command
 from cli.serve import serve_command
 from cli.train import train_command
-from cli.train_reader import train_reader_command
 
 app = typer.Typer(
     help="cag: cache-augmented generation across heterogeneous language models. "
@@ -40,5 +39,4 @@ app.command("ask")(ask_command)
 app.add_typer(store_cli.app, name="store")
 app.command("eval")(eval_command)
 app.command("train")(train_command)
-app.command("train-reader")(train_reader_command)
 app.command("serve")(serve_command)

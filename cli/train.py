@@ -1,6 +1,6 @@
 """`cag train`: learn a MoT translator (or a baseline) from a source model's caches to a target's.
 
-Every option is a field of mot.train_config.TrainConfig, and its default is that field's default."""
+Every option is a field of mot.training.config.TrainConfig, and its default is that field's default."""
 
 from pathlib import Path
 from typing import Annotated
@@ -8,10 +8,11 @@ from typing import Annotated
 import typer
 
 from cag.errors import CagError
+from cag.translations import TranslationId
 from cli._errors import handle_errors
 from cli.options import parse_layer_window
 from cli.progress_display import progress_bars
-from mot.train_config import TrainConfig
+from mot.training.config import TrainConfig
 
 D = TrainConfig()  # the defaults
 
@@ -94,7 +95,7 @@ def train_command(
     from eval.qa_check import qa_check as run_qa_check  # heavy imports: only when a command runs
     from mot.checkpoint import read_record
     from mot.registry import install as install_translator
-    from mot.train import train
+    from mot.training.train import train
 
     if qa_check and not install:
         raise CagError("--qa-check answers through the installed translator: drop --no-install.")
@@ -112,11 +113,12 @@ def train_command(
         key_loss=key_loss)
     with progress_bars() as progress:
         run = train(cfg, progress)
+    translation = TranslationId(source, target, cfg.kind)
     checkpoint = run / "translator.safetensors"
     if install:
-        typer.echo(f"Installed {install_translator(checkpoint, source, target, kind)}")
+        typer.echo(f"Installed {install_translator(checkpoint, translation)}")
     if qa_check:
-        result = run_qa_check(checkpoint, source, target, kind, qa_check, run / "qa-check", reinstall=install)
+        result = run_qa_check(checkpoint, translation, qa_check, run / "qa-check", reinstall=install)
         typer.echo(f"QA check ({qa_check} SQuAD questions): direct F1 {result['direct_f1']}, "
                    f"{kind} F1 {result['f1']}, retention {result['retention']}")
     record = read_record(checkpoint)

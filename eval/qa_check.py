@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 
 from cag.modes import modes
+from cag.translations import TranslationId, TranslatorKind
 from eval.runner import EvalConfig, run_eval
 from mot.checkpoint import record_qa
 from mot.registry import install
@@ -19,24 +20,25 @@ from mot.registry import install
 QA_SEED = 7
 
 
-def qa_check(checkpoint: Path, source: str, target: str, kind: str, questions: int, out: Path,
+def qa_check(checkpoint: Path, translation: TranslationId, questions: int, out: Path,
              reinstall: bool = True) -> dict:
-    mode = mode_for_kind(kind)
-    run = run_eval(EvalConfig(dataset="squad", model=target, encoder=source, modes=("direct", mode),
-                              limit=questions, seed=QA_SEED, out=str(out)))
+    mode = mode_for_kind(translation.kind)
+    run = run_eval(EvalConfig(dataset="squad", model=translation.generator, encoder=translation.source,
+                              modes=("direct", mode), limit=questions, seed=QA_SEED, out=str(out)))
     metrics = json.loads((run / "metrics.json").read_text())["modes"]
     result = qa_record(metrics, mode, dataset="squad", questions=questions, seed=QA_SEED)
     record_qa(checkpoint, result)
     if reinstall:
-        install(checkpoint, source, target, kind)
+        install(checkpoint, translation)
     return result
 
 
-def mode_for_kind(kind: str) -> str:
+def mode_for_kind(kind: TranslatorKind) -> str:
     """The eval mode whose score stands for a translator kind: the first registered mode reading it
     that neither recomputes nor replays, so a mot translator is judged in full `translated` mode."""
+    kind = TranslatorKind(kind)
     for mode in modes():
-        if mode.translator_kind == kind and not mode.recomputes and not mode.uses_window:
+        if mode.translator_kind is kind and not mode.recomputes and not mode.uses_window:
             return mode.name
     raise ValueError(f"no eval mode reads translator kind {kind!r}")
 
@@ -70,7 +72,7 @@ def qa_results(run: Path, run_name: str | None = None) -> dict:
         if mode in held:
             results[(kind, "qa")] = qa_record(held, mode, **common)
     if "translated-blend" in held:
-        results[("mot", "qa_blend")] = {"mode": "translated-blend", "blend": config["blend"],
+        results[(TranslatorKind.MOT, "qa_blend")] = {"mode": "translated-blend", "blend": config["blend"],
                                         "blend_select": config["blend_select"],
                                         **qa_record(held, "translated-blend", **common)}
     return results

@@ -5,8 +5,9 @@ import statistics
 from pathlib import Path
 
 from cag.atomic import atomic_write_text
-from cag.modes import ReaderMode, ScaledMode, get_mode
+from cag.modes import Reads, get_mode
 from cag.modes import modes as all_modes
+from cag.modes.derived import DerivedMode
 from eval.metrics import bootstrap_difference_ci, bootstrap_ratio_ci
 
 GENERATIVE = ("extractive", "multi_doc")
@@ -53,13 +54,13 @@ def summarize(task: str, modes: tuple, records: dict, bytes_per_token: dict) -> 
 
 def paired_differences(modes: tuple, records: dict) -> dict:
     """Score differences on the same examples, with bootstrap CIs: every pair of translator modes in
-    the run ("translated - single" etc.), and each reader or scaled mode against its base mode
-    ("native+reader - native", "native+links - native", "native-scaled - native")."""
+    the run ("translated - single" etc.), and each mode built on another against it
+    ("native-blend - native")."""
     present = [m for m in translator_modes() if m in modes]
-    pairs = [(m, get_mode(m).base_name) for m in modes
-             if isinstance(get_mode(m), (ReaderMode, ScaledMode)) and get_mode(m).base_name in modes]
-    pairs += [(first, second) for i, first in enumerate(present) for second in present[i + 1:]
-              if (second, first) not in pairs]
+    pairs = [(first, second) for i, first in enumerate(present) for second in present[i + 1:]]
+    pairs += [(m, get_mode(m).base_name) for m in modes
+              if isinstance(get_mode(m), DerivedMode) and get_mode(m).base_name in modes
+              and (get_mode(m).base_name, m) not in pairs]
     result = {}
     for first, second in pairs:
         scores = {r["id"]: r["score"] for r in records[second]}
@@ -79,16 +80,16 @@ def storage_per_token(store, lm) -> dict:
     """Bytes of stored chunk caches per context token: native uses the generator's own caches."""
     info = store.info()
     tokens = max(info["distinct_tokens"], 1)  # a passage ingested twice is cached once
-    by_reads = {"text": 0.0, "nothing": 0.0}
+    by_reads = {Reads.TEXT: 0.0, Reads.NOTHING: 0.0}
     for space in info["cache_spaces"]:
         # the generator's own caches: its native space, or the encoder's when it is the encoder
         if space["role"] in ("native", "encoder") and space["fingerprint"] == lm.fingerprint[:12]:
-            by_reads["native"] = round(space["bytes"] / tokens, 1)
+            by_reads[Reads.NATIVE] = round(space["bytes"] / tokens, 1)
         if space["role"] == "encoder":  # translated modes read the shared encoder caches
-            by_reads["encoder"] = round(space["bytes"] / tokens, 1)
+            by_reads[Reads.ENCODER] = round(space["bytes"] / tokens, 1)
     result = {m.name: by_reads[m.reads] for m in all_modes() if m.reads in by_reads}
-    if "encoder" in by_reads:
-        result["encoder_caches"] = by_reads["encoder"]
+    if Reads.ENCODER in by_reads:
+        result["encoder_caches"] = by_reads[Reads.ENCODER]
     return result
 
 

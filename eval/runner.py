@@ -14,8 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from cag.atomic import atomic_write_text
-from cag.defaults import (DEFAULT_BLEND, DEFAULT_BLEND_SELECT, DEFAULT_CONTEXT_SCALE, DEFAULT_EMBEDDER,
-                          DEFAULT_ENCODER, DEFAULT_GENERATOR)
+from cag.defaults import DEFAULT_BLEND, DEFAULT_BLEND_SELECT, DEFAULT_EMBEDDER, DEFAULT_ENCODER, DEFAULT_GENERATOR
 from cag.errors import CagError
 from cag.faults import fault_point
 from cag.ingest.pipeline import PREFILL_TASK, IngestOptions, ingest
@@ -23,8 +22,7 @@ from cag.kv.blend import check_blend_options
 from cag.kv.serde import check_cache_dtype
 from cag.models import load_model
 from cag.models.loading import parse_dtype, resolve_device, resolve_dtype
-from cag.modes import ModeOptions, ReaderMode, get_mode, mode_names
-from cag.modes.scaled import check_context_scale
+from cag.modes import ModeOptions, Reads, get_mode, mode_names
 from cag.progress import Progress
 from cag.prompt import prompt_layout
 from cag.retrieval import load_embedder
@@ -32,8 +30,7 @@ from cag.store import Store
 from eval.datasets import load_examples, resolve_dataset, sample
 from eval.report import write_report
 from eval.scoring import evaluate_example
-from cag.readers import NATIVE, find_reader
-from mot.modes import reads_name
+from cag.translations import TranslationId
 from mot.registry import find_translator, translators_of_kind
 
 log = logging.getLogger(__name__)
@@ -64,7 +61,6 @@ class EvalConfig:
     reuse_caches: tuple = ()  # run folders or stores whose identical chunk caches are linked, not prefilled
     keep_translated: bool = True  # store chunk translations in the run's store (reused by -window/-blend, resume)
     cache_dtype: str = "fp16"  # storage of the run's chunk caches (cag.kv.serde.CACHE_DTYPES)
-    context_scale: float = DEFAULT_CONTEXT_SCALE  # -scaled modes: factor on the context's share of attention
 
 
 def check_modes(config: EvalConfig) -> tuple:
@@ -78,7 +74,6 @@ def check_modes(config: EvalConfig) -> tuple:
     parse_dtype(config.dtype)  # a bad dtype fails before any model work (run_eval resolves "auto")
     check_cache_dtype(config.cache_dtype)
     check_blend_options(config.blend, config.blend_select)
-    check_context_scale(config.context_scale)
     return tuple(config.modes)
 
 
@@ -89,43 +84,18 @@ def check_translators(config: EvalConfig, modes: tuple) -> tuple:
     for mode in modes:
         kind = get_mode(mode).translator_kind
         if kind:
+            wanted = TranslationId(config.encoder, config.model, kind)
             reason = None
             if not translators_of_kind(kind):
-                reason = (f"no {kind} translator from {config.encoder} to {config.model}: train one with "
+                reason = (f"no translator {wanted}: train one with "
                           f"`cag train --source {config.encoder} --target {config.model} --kind {kind}`")
             else:
                 models = models or (load_model(config.encoder, device=config.device),
                                     load_model(config.model, config.dtype, config.device))
-                found = find_translator(models[0].fingerprint, models[1].fingerprint, kind,
-                                        models[0].name, models[1].name)
+                found = find_translator(models[0].fingerprint, models[1].fingerprint, wanted)
                 reason = found.reason if found.path is None else None
             if _skipped(config, mode, reason):
                 continue
-        kept.append(mode)
-    return tuple(kept)
-
-
-def check_readers(config: EvalConfig, modes: tuple) -> tuple:
-    """Reader modes whose reader adapter is installed for what they read; a missing one is an
-    error, or skipped under --skip-missing (models are loaded only when a reader mode is asked)."""
-    kept = []
-    wanted = [m for m in modes if isinstance(get_mode(m), ReaderMode)]
-    generator = load_model(config.model, config.dtype, config.device) if wanted else None
-    encoder = load_model(config.encoder, device=config.device) if any(
-        get_mode(m).reads == "encoder" for m in wanted) else None
-    for mode in modes:
-        reason = None
-        if mode in wanted:
-            if get_mode(mode).reads == "encoder":
-                kind = get_mode(mode).translator_kind
-                found = find_translator(encoder.fingerprint, generator.fingerprint, kind, encoder.name, generator.name)
-                reads = (found.record.get("fingerprint", ""), reads_name(encoder.name, generator.name, kind))
-            else:
-                reads = (NATIVE, NATIVE)
-            found_reader = find_reader(reads[0], generator.fingerprint, reads[1], generator.name, get_mode(mode).kind)
-            reason = found_reader.reason if found_reader.path is None else None
-        if _skipped(config, mode, reason):
-            continue
         kept.append(mode)
     return tuple(kept)
 
@@ -202,9 +172,8 @@ def prepare_run(config: EvalConfig, progress: Progress, ingest_fn=ingest, check_
     start or resume the run folder and ingest the passages into its store with `ingest_fn`."""
     path, task = resolve_dataset(config.dataset, config.task)
     modes = check_modes(config)
-    if _reading(modes, "encoder"):  # fail before any model work when a translator is missing
+    if _reading(modes, Reads.ENCODER):  # fail before any model work when a translator is missing
         modes = check_translators(check_config or config, modes)
-    modes = check_readers(check_config or config, modes)
     examples = sample(load_examples(path, task), task, config.limit, config.seed)
     run = Path(config.out) if config.out else default_run_dir(config, path, task)
     # the report covers every mode the folder holds, also those of earlier runs with other --modes
@@ -215,8 +184,7 @@ def prepare_run(config: EvalConfig, progress: Progress, ingest_fn=ingest, check_
 
 
 def mode_options(config: EvalConfig) -> ModeOptions:
-    return ModeOptions(config.blend, config.blend_select, config.window, config.keep_translated,
-                       config.context_scale)
+    return ModeOptions(config.blend, config.blend_select, config.window, config.keep_translated)
 
 
 def append_record(out, record: dict) -> None:
@@ -230,7 +198,8 @@ def append_record(out, record: dict) -> None:
 def finish_run(run: PreparedRun, lm) -> Path:
     """metrics.json, report.md and plots over every mode the folder holds; `lm`: the generator
     (its name and fingerprint)."""
-    write_report(run.folder, run.task, run.reported, [e["id"] for e in run.examples], run.store, lm, run.config)
+    known = tuple(m for m in run.reported if m in mode_names())  # a mode this cag no longer has is left out
+    write_report(run.folder, run.task, known, [e["id"] for e in run.examples], run.store, lm, run.config)
     run.store.close()
     return run.folder
 
@@ -242,8 +211,9 @@ def _start_or_resume(run: Path, config: dict) -> tuple:
     if path.is_file():
         # keys added since a run started take the value it ran with (runs before --dtype were fp32)
         previous = {"dtype": "fp32", "blend": DEFAULT_BLEND, "blend_select": "deviation", "cache_dtype": "fp16",
-                    "reuse_caches": [], "keep_translated": True, "context_scale": DEFAULT_CONTEXT_SCALE,
-                    **json.loads(path.read_text())}
+                    "reuse_caches": [], "keep_translated": True, **json.loads(path.read_text())}
+        # keys removed since (the scaled modes' context_scale) no longer shape any answer
+        previous = {k: v for k, v in previous.items() if k in config}
         if previous == config:
             return tuple(config["modes"])
         # the window only shapes translated-window answers: free to set until that mode has run
@@ -257,7 +227,6 @@ def _start_or_resume(run: Path, config: dict) -> tuple:
         free |= {"limit"} if _extends(previous.get("limit"), config.get("limit")) else set()
         free |= set() if any(m.uses_window for m in ran) else {"window"}
         free |= set() if any(m.recomputes for m in ran) else {"blend", "blend_select"}
-        free |= set() if any(m.scales for m in ran) else {"context_scale"}
         same = lambda c: {k: v for k, v in c.items() if k not in free}
         if same(previous) == same(config):
             # the same run with other modes: predictions already made are kept, new modes are added;
@@ -303,9 +272,9 @@ def _done_keys(path: Path) -> set:
     return keys
 
 
-def _reading(modes, what: str) -> bool:
-    """Whether any of `modes` reads `what` ("native" or "encoder" caches)."""
-    return any(get_mode(m).reads == what for m in modes)
+def _reading(modes, what: Reads) -> bool:
+    """Whether any of `modes` reads `what` (Reads.NATIVE or Reads.ENCODER caches)."""
+    return any(get_mode(m).reads is what for m in modes)
 
 
 class _PrefillOnly(Progress):
@@ -342,14 +311,14 @@ def _build_store(run: Path, config: EvalConfig, task: str, examples: list, modes
         contexts.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(contexts, body)
     _follow_moved_run(run / "store", contexts)
-    also = (config.model,) if _reading(modes, "native") else ()
+    also = (config.model,) if _reading(modes, Reads.NATIVE) else ()
     # the encoder prefills in fp32 as in training; the generator's native caches in the run's dtype
     # the encoder's caches only when a mode reads them (translator modes; native when the generator
     # is the encoder, the same cache space): a direct/native/none run skips that prefill
     options = IngestOptions(encoder=config.encoder, embedder=config.embedder, also_for=also,
                             cache_dtype=config.cache_dtype,
                             device=config.device, dtype="fp32", also_for_dtype=config.dtype,
-                            encoder_caches=_reading(modes, "encoder"),
+                            encoder_caches=_reading(modes, Reads.ENCODER),
                             reuse_from=tuple(_store_folder(Path(p)) for p in config.reuse_caches))
     if records:
         ingest_fn([contexts], run / "store", options, progress)

@@ -7,10 +7,8 @@ import torch
 import torch.nn.functional as F
 from transformers import DynamicCache
 
-from cag.kv.blend import settle
-from cag.kv.generate import forward_new_tokens, greedy_generate
+from cag.kv.generate import forward_new_tokens, greedy_generate, read_after
 from cag.modes import ContextRequest, ModeOptions, get_mode
-from cag.readers import reading
 from eval.metrics import squad_scores
 
 GENERATIVE = ("extractive", "multi_doc")
@@ -23,11 +21,10 @@ def evaluate_example(task: str, mode: str, example: dict, rows: list, store, lm,
     q_ids = layout.question_ids(lm.tokenizer, example["question"])
     request = ContextRequest(store, lm, layout, rows, q_ids, options)
     built = get_mode(mode).build(request)
-    context, lead, context_tokens, timings = built.context, built.lead_ids, built.context_tokens, request.timings
+    context, lead, context_tokens, timings = built.context, built.lead_ids, built.context_tokens, built.timings
     if task in GENERATIVE:
         begin = time.perf_counter()
-        with reading(lm, built.reader):  # reader modes: the adapter on the question and answer only
-            generation = greedy_generate(lm, lead + q_ids, context, max_new_tokens)
+        generation = greedy_generate(lm, lead + q_ids, context, max_new_tokens)
         prediction = generation.text.split("\n")[0].strip()
         scores = squad_scores(prediction, example["answers"])
         gold = example["answers"]
@@ -36,8 +33,7 @@ def evaluate_example(task: str, mode: str, example: dict, rows: list, store, lm,
         record = {"prediction": prediction, "score": scores["f1"], "em": scores["em"]}
     else:
         choices = example["choices"]
-        with reading(lm, built.reader):
-            sums, means, prefill_s = option_logprobs(lm, context, lead + q_ids, choices, layout)
+        sums, means, prefill_s = option_logprobs(lm, context, lead + q_ids, choices, layout)
         picked = int(torch.tensor(means if option_score == "mean" else sums).argmax())
         gold = choices[example["answer_index"]]
         timings["prefill"] = prefill_s * 1e3
@@ -54,11 +50,13 @@ def evaluate_example(task: str, mode: str, example: dict, rows: list, store, lm,
 def option_logprobs(lm, context, prompt_ids: list, options: list, layout) -> tuple[list, list, float]:
     """Sum and mean log-probability of each option's tokens after the prompt (context cached)."""
     start = time.perf_counter()
-    settle(lm, context)  # a blend's deferred recompute, before the options branch off the cache
-    cache = context.cache if context is not None else DynamicCache(config=lm.config)
-    pos = context.length if context is not None else 0
-    scaled = context.scaled_span if context is not None else None
-    last = forward_new_tokens(lm, cache, torch.tensor(prompt_ids), pos, scaled_span=scaled)[-1]  # (vocab,)
+    prompt = torch.tensor(prompt_ids)
+    if context is not None:  # a blend's deferred recompute runs in this read, before the options branch
+        cache, pos = context.cache, context.length
+        last = read_after(lm, context, prompt)[-1]  # (vocab,)
+    else:
+        cache, pos = DynamicCache(config=lm.config), 0
+        last = forward_new_tokens(lm, cache, prompt, pos)[-1]
     prefill_seconds = time.perf_counter() - start
     pos += len(prompt_ids)
     sums, means = [], []
@@ -66,7 +64,7 @@ def option_logprobs(lm, context, prompt_ids: list, options: list, layout) -> tup
         text = option if layout.uses_chat_template else " " + option
         ids = torch.tensor(lm.tokenizer(text, add_special_tokens=False)["input_ids"])
         branch = copy.deepcopy(cache)
-        logits = forward_new_tokens(lm, branch, ids, pos, logits_to_keep=0, scaled_span=scaled)  # (T, vocab)
+        logits = forward_new_tokens(lm, branch, ids, pos, logits_to_keep=0)  # (T, vocab)
         predictors = torch.cat([last[None], logits[:-1]])  # position t predicts token t
         logp = F.log_softmax(predictors.float(), dim=-1).gather(1, ids[:, None].to(predictors.device)).squeeze(1)
         sums.append(float(logp.sum()))

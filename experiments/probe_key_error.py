@@ -2,7 +2,7 @@
 generator's attention sees it, on held-out prepared windows.
 
 For each translator and target layer: the keys' normalized MSE (the reconstruction loss every
-shipped translator was trained with), the keys' query-weighted logit error (mot/query_metric.py:
+shipped translator was trained with), the keys' query-weighted logit error (mot/training/query_metric.py:
 1.0 = the error of predicting each chunk's mean key) and the values' normalized MSE. The layer
 oracle (probe_layer_oracle.py) found SQuAD's loss in the upper third's keys; this probe asks
 whether the training loss saw that error there.
@@ -27,10 +27,10 @@ from cag.defaults import DEFAULT_GENERATOR  # noqa: E402
 from cag.models import load_model  # noqa: E402
 from cag.prompt import prompt_layout  # noqa: E402
 from mot.checkpoint import load_translator  # noqa: E402
-from mot.data import load_window  # noqa: E402
-from mot.losses import normalized_mse  # noqa: E402
-from mot.query_metric import quadratic, query_moments, query_weighted_error, window_sequences  # noqa: E402
-from mot.step import chunk_tokens, chunk_weights  # noqa: E402
+from mot.training.data import load_window  # noqa: E402
+from mot.training.losses import normalized_mse  # noqa: E402
+from mot.training.query_metric import quadratic, query_moments, query_weighted_error, window_sequences  # noqa: E402
+from mot.training.step import chunk_tokens, chunk_weights  # noqa: E402
 
 
 def windows_in(folder: Path, count: int) -> list:

@@ -53,9 +53,9 @@ from eval.metrics import bootstrap_difference_ci, squad_scores  # noqa: E402
 from eval.runner import EvalConfig, _build_store  # noqa: E402
 from mot.alignment import align  # noqa: E402
 from mot.checkpoint import load_translator  # noqa: E402
-from mot.data import make_windows, read_paragraphs  # noqa: E402
+from mot.training.data import make_windows, read_paragraphs  # noqa: E402
 from cag.models.layers import decoder_layers  # noqa: E402
-from mot.ridge import solve_ridge  # noqa: E402
+from mot.training.ridge import solve_ridge  # noqa: E402
 from mot.contexts import encoder_space  # noqa: E402
 from mot.token_features import embedding_table, token_features  # noqa: E402
 
@@ -111,7 +111,7 @@ def residual_features(parts, layer: int, radius: int = 0) -> torch.Tensor:
 
 
 class ResidualRidge:
-    """h = x W + b, the closed-form ridge fit (mot.ridge.solve_ridge) on moments in float64."""
+    """h = x W + b, the closed-form ridge fit (mot.training.ridge.solve_ridge) on moments in float64."""
 
     def __init__(self, lam: float = 1e-3):
         self.lam, self.n = lam, 0

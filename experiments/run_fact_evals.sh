@@ -249,7 +249,7 @@ for step in "${steps[@]}"; do
       h=$(translator_home $GEN mot=translators/smollm2-135m__${Q}__mot)
       CAG_HOME=$h $PY experiments/probe_layer_oracle.py --count 80
       CAG_HOME=$h $PY experiments/probe_layer_oracle.py --count 80 --only "native 16-23,native keys 16-23" --tag upper ;;
-    key-loss)  # keys' reconstruction as the generator's queries see it (mot/query_metric.py): the
+    key-loss)  # keys' reconstruction as the generator's queries see it (mot/training/query_metric.py): the
       # per-layer probe, then the shipped recipe with --key-loss query, from the ridge start and
       # continuing the shipped MoT; SQuAD 200 with the encoder caches of a 400-question store
       ridge --target $Q --target-embeddings 2 --token-rank 512 --data runs/data-qwen-text \

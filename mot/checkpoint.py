@@ -17,7 +17,7 @@ from cag.atomic import atomic_write, atomic_write_text
 from cag.errors import CagError
 from cag.models.fingerprint import sha256_hex
 from cag.records import checkpoint_paths, read_checkpoint_record
-from mot.translator import CHECKPOINT_FORMAT, Translator, TranslatorSpec
+from mot.translator import CHECKPOINT_FORMAT, TrainingRecord, Translator, TranslatorSpec
 
 _DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 WEIGHT_DTYPES = (*_DTYPES, "int8")  # what a translator may be saved in
@@ -70,15 +70,17 @@ def save_translator(translator: Translator, path: Path, dtype: str = "fp16") -> 
     atomic_write(path, lambda tmp: save_file(state, str(tmp)))
     data = path.read_bytes()
     reloaded = load_translator_weights(translator.spec, path)
-    record = {"spec": translator.spec.to_dict(), "weights_sha256": sha256_hex(data),
+    # one "spec" object on disk, as the first checkpoints had it: identity and training record together
+    spec = {**translator.spec.to_dict(), "training": translator.record.training, "metrics": translator.record.metrics}
+    record = {"spec": spec, "weights_sha256": sha256_hex(data),
               "weights_dtype": dtype, "fingerprint": reloaded.fingerprint(),
               "parameters": translator.parameter_count()}
     atomic_write_text(record_path, json.dumps(record, indent=2))
     return path
 
 
-def load_translator_weights(spec: TranslatorSpec, path: Path) -> Translator:
-    translator = Translator(spec)
+def load_translator_weights(spec: TranslatorSpec, path: Path, record: TrainingRecord = TrainingRecord()) -> Translator:
+    translator = Translator(spec, record)
     state = _float_state(load_file(str(path)))
     wanted = translator.state_dict()
     differ = sorted(set(wanted) ^ set(state)) or [k for k in wanted if wanted[k].shape != state[k].shape]
@@ -103,7 +105,8 @@ def load_translator(path: Path) -> Translator:
     if sha256_hex(path.read_bytes()) != record["weights_sha256"]:
         raise CagError(f"Translator weights {path} do not match their record (corrupt or replaced); "
                        "retrain or re-copy it.")
-    translator = load_translator_weights(TranslatorSpec.from_dict(record["spec"]), path)
+    translator = load_translator_weights(TranslatorSpec.from_dict(record["spec"]), path,
+                                         TrainingRecord.from_dict(record["spec"]))
     translator.checkpoint_path = path
     return translator
 

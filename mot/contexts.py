@@ -4,7 +4,6 @@ for window injection, placed in a window of layers while the generator replays t
 
 import hashlib
 import logging
-import time
 
 import torch
 
@@ -14,6 +13,8 @@ from cag.kv.chunk_cache import ids_sha256, tokenize_chunk
 from cag.kv.serde import derived_cache_dtype, save_chunk_cache
 from cag.store.spaces import CacheSpace
 from cag.store.store import Store
+from cag.timing import Timings
+from cag.translations import TranslationId, TranslatorKind
 from cag.records import checkpoint_paths
 from mot.checkpoint import load_translator
 from mot.injection import injection_window, window_cache
@@ -31,11 +32,11 @@ def encoder_space(store: Store) -> CacheSpace:
     raise CagError(f"Store {store.folder} holds no encoder caches; re-ingest it.")
 
 
-def translator_for(store: Store, lm, kind: str, mode: str | None = None):
+def translator_for(store: Store, lm, kind: TranslatorKind, mode: str | None = None):
     """The `kind` translator from the store's encoder to `lm` (for `mode`, named in errors), loaded
     once per file version."""
-    found = find_translator(store.config.encoder_fingerprint, lm.fingerprint, kind,
-                            store.config.encoder, lm.name)
+    wanted = TranslationId(store.config.encoder, lm.name, kind)
+    found = find_translator(store.config.encoder_fingerprint, lm.fingerprint, wanted)
     if found.path is None:
         raise CagError(f"Cannot answer in mode {mode or kind}: {found.reason}.")
     record = checkpoint_paths(found.path)[1]  # a changed JSON (spec, metrics) makes another translator too
@@ -52,12 +53,12 @@ def translated_space(translator, lm, prefix_ids) -> CacheSpace:
                       source=translator.spec.source.name, kind=translator.kind)
 
 
-def translated_chunks(store: Store, lm, layout, rows: list, kind: str, timings: dict,
-                      keep: bool = True) -> list:
-    """Target-space chunk caches for `rows` (assembly order). Rotary generators: translated caches
-    are stored in the store and reused (`keep=False`: used when stored, never written);
-    absolute-position generators translate at each chunk's landing offset every time. The chunks
-    not stored are translated together, in one batch."""
+def translated_chunks(store: Store, lm, layout, rows: list, kind, keep: bool = True) -> tuple[list, Timings]:
+    """Target-space chunk caches for `rows` (assembly order), and the time spent loading and
+    translating them. Rotary generators: translated caches are stored in the store and reused
+    (`keep=False`: used when stored, never written); absolute-position generators translate at each
+    chunk's landing offset every time. The chunks not stored are translated together, in one batch."""
+    timings = Timings(load=0.0, translate=0.0)
     translator = translator_for(store, lm, kind)
     source_space = encoder_space(store)
     prefix = list(layout.prefix_ids)
@@ -76,59 +77,61 @@ def translated_chunks(store: Store, lm, layout, rows: list, kind: str, timings: 
         chunks.append(chunk)
         pos += chunk_tokens
     if pending:
-        t0 = time.perf_counter()
-        sources = [store.read_cache(source_space, rows[i]) for i in pending]
-        t1 = time.perf_counter()
-        made = translate_chunks(translator, sources, lm, prefix, starts)
-        timings["load"] += (t1 - t0) * 1e3
-        timings["translate"] += (time.perf_counter() - t1) * 1e3
+        with timings.measure("load"):
+            sources = [store.read_cache(source_space, rows[i]) for i in pending]
+        with timings.measure("translate"):
+            made = translate_chunks(translator, sources, lm, prefix, starts)
         for i, chunk in zip(pending, made):
             chunks[i] = chunk
             if persist and keep:
                 store.register_space(space)  # per save: a prune may remove the space meanwhile
                 save_chunk_cache(chunk, store.cache_path(space, rows[i].text_sha256),
                                  derived_cache_dtype(store.config.cache_dtype))
-    return chunks
+    return chunks, timings
 
 
-def _stored_translation(store: Store, space: CacheSpace, row, timings: dict):
+def _stored_translation(store: Store, space: CacheSpace, row, timings: Timings):
     """A stored translated chunk, or None when it is gone or damaged: translations are derived
     data, so a pruned (`cag store prune` racing this ask) or corrupt file is simply made again."""
-    t0 = time.perf_counter()
     path = store.cache_path(space, row.text_sha256)
     try:
-        chunk = store.read_cache(space, row)
+        with timings.measure("load"):
+            return store.read_cache(space, row)
     except CagError as exc:
         if path.is_file():  # still there: not a vanished or removed-as-corrupt translation
             raise
         log.warning("translated cache %s unusable (%s); translating again", path.name, exc)
         return None
-    timings["load"] += (time.perf_counter() - t0) * 1e3
-    return chunk
 
 
 @torch.no_grad()
-def window_context(store: Store, lm, layout, rows: list, timings: dict, window=None,
-                   keep: bool = True) -> AssembledContext:
+def window_context(store: Store, lm, layout, rows: list, window=None,
+                   keep: bool = True) -> tuple[AssembledContext, Timings]:
     """Window injection: the MoT translator's K/V in a window of layers, the generator running over
-    the context for the others (the paper's replay; costs a prefill of the context)."""
-    chunks = translated_chunks(store, lm, layout, rows, "mot", timings, keep)
+    the context for the others (the paper's replay; costs a prefill of the context); and its timings."""
+    chunks, timings = translated_chunks(store, lm, layout, rows, TranslatorKind.MOT, keep)
     prefix = torch.as_tensor(list(layout.prefix_ids), dtype=torch.int64)
     ids = torch.cat([c.token_ids for c in chunks])
     check_positions(lm.geometry, prefix.numel() + ids.numel())
-    start = time.perf_counter()
+    with timings.measure("replay"):
+        cache = _replayed(store, lm, chunks, prefix, ids, window)
+    spans, pos = [], prefix.numel()
+    for c in chunks:
+        spans.append((pos, pos + c.num_tokens))
+        pos += c.num_tokens
+    return AssembledContext(cache, torch.cat([prefix, ids]), prefix.numel(), spans), timings
+
+
+def _replayed(store: Store, lm, chunks: list, prefix: torch.Tensor, ids: torch.Tensor, window):
+    """The generator's cache with the translated K/V in the window's layers and its own replay of
+    the context in the others."""
     layers = range(lm.geometry.num_layers)
     keys = [torch.cat([c.keys[l] for c in chunks], dim=1).to(lm.device, torch.float32) for l in layers]
     values = [torch.cat([c.values[l] for c in chunks], dim=1).to(lm.device, torch.float32) for l in layers]
-    translator = translator_for(store, lm, "mot")
+    translator = translator_for(store, lm, TranslatorKind.MOT)
     prefix_kv = native_prefix_kv(lm, prefix) if prefix.numel() else None
     cache = window_cache(lm, prefix_kv, keys, values, prefix.numel(), injection_window(translator, lm, window))
     positions = torch.arange(prefix.numel(), prefix.numel() + ids.numel(), device=lm.device)
     lm.model(input_ids=ids[None].to(lm.device), position_ids=positions[None], cache=cache, use_cache=True,
              logits_to_keep=1)
-    timings["replay"] = (time.perf_counter() - start) * 1e3
-    spans, pos = [], prefix.numel()
-    for c in chunks:
-        spans.append((pos, pos + c.num_tokens))
-        pos += c.num_tokens
-    return AssembledContext(cache, torch.cat([prefix, ids]), prefix.numel(), spans)
+    return cache

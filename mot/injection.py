@@ -25,7 +25,7 @@ def injection_window(translator, lm, window=None) -> tuple:
     """[start, end) target layers for window injection: given, else the translator's training
     window, else the middle third."""
     layers = lm.geometry.num_layers
-    start, end = window or translator.spec.training.get("window") or default_window(layers)
+    start, end = window or translator.record.training.get("window") or default_window(layers)
     if not 0 <= start < end <= layers:
         raise CagError(f"Injection window {start}:{end} is not inside the generator's {layers} layers.")
     return start, end

@@ -16,17 +16,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-KINDS = ("mot", "single", "ridge")
+from cag.translations import TranslatorKind
+
+EXPERTS_OF = {TranslatorKind.SINGLE: lambda experts: 1, TranslatorKind.MOT: lambda experts: experts,
+              TranslatorKind.RIDGE: lambda experts: 0}  # experts per mixture, by kind
 
 
 class Mixture(nn.Module):
-    def __init__(self, in_dim: int, out_dim: int, kind: str = "mot", experts: int = 4,
+    def __init__(self, in_dim: int, out_dim: int, kind: TranslatorKind = TranslatorKind.MOT, experts: int = 4,
                  top_k: int = 2, rank: int = 24, router_hidden: int = 32):
         super().__init__()
-        if kind not in KINDS:
-            raise ValueError(f"unknown translator kind {kind!r}")
-        self.kind = kind
-        self.experts = 1 if kind == "single" else (experts if kind == "mot" else 0)
+        self.kind = TranslatorKind(kind)
+        self.experts = EXPERTS_OF[self.kind](experts)
         self.top_k = min(top_k, self.experts) if self.experts else 0
         self.base = nn.Linear(in_dim, out_dim)
         self.register_buffer("mean", torch.zeros(in_dim))

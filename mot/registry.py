@@ -12,6 +12,7 @@ from pathlib import Path
 
 from cag.home import cag_home
 from cag.records import install_checkpoint
+from cag.translations import TranslationId, TranslatorKind
 
 log = logging.getLogger(__name__)
 SHIPPED = Path(__file__).resolve().parent.parent / "translators"
@@ -21,11 +22,6 @@ def translator_dirs() -> list[Path]:
     return [cag_home() / "translators", SHIPPED]
 
 
-def file_stem(source: str, target: str, kind: str) -> str:
-    clean = lambda name: "".join(c if c.isalnum() or c in ".-" else "_" for c in Path(name).name)
-    return f"{clean(source)}__{clean(target)}__{kind}"
-
-
 @dataclass
 class Found:
     path: Path | None  # the .safetensors file, or None
@@ -33,40 +29,40 @@ class Found:
     record: dict | None = None
 
 
-def _records(kind: str):
+def _records(kind: TranslatorKind):
     """(path, record) of every readable translator record of `kind`, in search order."""
     for folder in translator_dirs():
         for path in sorted(folder.glob("*.json")):
             try:
                 record = json.loads(path.read_text())
-                if record["spec"].get("kind") == kind:
+                if TranslatorKind(record["spec"]["kind"]) is kind:
                     yield path, record
-            except (OSError, json.JSONDecodeError, KeyError):
+            except (OSError, json.JSONDecodeError, KeyError, ValueError):
                 log.warning("ignoring unreadable translator record %s", path)
 
 
-def find_translator(source_fingerprint: str, target_fingerprint: str, kind: str,
-                    source_name: str = "the encoder", target_name: str = "the generator") -> Found:
+def find_translator(source_fingerprint: str, target_fingerprint: str, wanted: TranslationId) -> Found:
+    """The installed or shipped translator of `wanted`'s kind between the models with these
+    fingerprints (`wanted`'s names: for messages, and to tell a stale translator from none)."""
     stale = []
-    for path, record in _records(kind):
+    for path, record in _records(wanted.kind):
         spec = record["spec"]
         if (spec["source"]["fingerprint"], spec["target"]["fingerprint"]) == (source_fingerprint, target_fingerprint):
             return Found(path.with_name(path.name[:-len(".json")] + ".safetensors"), "", record)
-        if (spec["source"]["name"], spec["target"]["name"]) == (source_name, target_name):
+        if (spec["source"]["name"], spec["target"]["name"]) == (wanted.source, wanted.generator):
             stale.append(path)
+    retrain = f"cag train --source {wanted.source} --target {wanted.generator} --kind {wanted.kind}"
     if stale:
-        return Found(None, f"the {kind} translator {stale[0]} was trained for other versions of "
-                           f"{source_name} / {target_name} (fingerprint mismatch): retrain it with "
-                           f"`cag train --source {source_name} --target {target_name} --kind {kind}`")
-    return Found(None, f"no {kind} translator from {source_name} to {target_name}: train one with "
-                       f"`cag train --source {source_name} --target {target_name} --kind {kind}`")
+        return Found(None, f"the translator {stale[0]} ({wanted}) was trained for other versions of these "
+                           f"models (fingerprint mismatch): retrain it with `{retrain}`")
+    return Found(None, f"no translator {wanted}: train one with `{retrain}`")
 
 
-def translators_of_kind(kind: str) -> list[Path]:
+def translators_of_kind(kind: TranslatorKind) -> list[Path]:
     """Records of this kind on disk (a cheap look before loading models to compare fingerprints)."""
     return [path for path, _ in _records(kind)]
 
 
-def install(checkpoint: Path, source: str, target: str, kind: str) -> Path:
+def install(checkpoint: Path, translation: TranslationId) -> Path:
     """Copy a trained checkpoint (NAME.safetensors + NAME.json) into $CAG_HOME/translators/."""
-    return install_checkpoint(checkpoint, cag_home() / "translators", file_stem(source, target, kind))
+    return install_checkpoint(checkpoint, cag_home() / "translators", translation.file_stem)

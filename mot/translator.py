@@ -19,18 +19,24 @@ from torch import nn
 from cag.errors import CagError
 from cag.kv.chunk_cache import ChunkCache, chunk_meta, tokenize_chunk
 from cag.models.fingerprint import sha256_hex, tensors_digest
+from cag.translations import TranslationId, TranslatorKind
 from mot.alignment import align
 from mot.batched import translate_batch
 from mot.chunk_attention import ChunkAttention
 from mot.features import feature_dim, layer_features, position_features, unflatten_heads
 from mot.layer_map import pair_layers
-from mot.mixture import KINDS, Mixture
+from mot.mixture import Mixture
 from mot.token_features import embedding_table, token_features
 
 CHECKPOINT_FORMAT = 1
+# features a translator may lack, and the spec fields that describe each: left out of its identity
+# when the feature is off, so translators made before it keep their fingerprint
+OPTIONAL_FEATURES = {"attention_dim": ("attention_dim", "attention_heads"),
+                     "target_embeddings": ("target_embeddings", "embedding_dim"),
+                     "token_rank": ("token_rank",)}
 
 
-@dataclass
+@dataclass(frozen=True)
 class ModelSide:
     """What a translator knows about one of its two models."""
 
@@ -56,12 +62,15 @@ class ModelSide:
         return self.geometry["positions"]["kind"] == "rotary"
 
 
-@dataclass
+@dataclass(frozen=True)
 class TranslatorSpec:
-    kind: str
+    """What a translator is: its two models and its shape. Hashed (with the weights) into its
+    fingerprint; how it was trained and what it measured are its TrainingRecord."""
+
+    kind: TranslatorKind
     source: ModelSide
     target: ModelSide
-    layer_map: list  # per target layer: the source layers it reads
+    layer_map: tuple  # per target layer: the source layers it reads
     experts: int = 4
     top_k: int = 2
     rank: int = 24
@@ -72,9 +81,11 @@ class TranslatorSpec:
     target_embeddings: int = 0  # > 0: the target's embeddings of each token and the ones before it
     embedding_dim: int = 0  # the target's embedding width (set with target_embeddings)
     token_rank: int = 0  # > 0: those features projected to this width (one projection for all layers)
-    training: dict = field(default_factory=dict)
-    metrics: dict = field(default_factory=dict)  # held-out diagnostics, QA retention
     format_version: int = CHECKPOINT_FORMAT
+
+    @property
+    def translation(self) -> TranslationId:
+        return TranslationId(self.source.name, self.target.name, self.kind)
 
     @property
     def token_dim(self) -> int:
@@ -94,18 +105,37 @@ class TranslatorSpec:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def identity(self) -> dict:
+        """The spec as its fingerprint hashes it (the fields of features it lacks left out)."""
+        data = self.to_dict()
+        omitted = {f for switch, names in OPTIONAL_FEATURES.items() if not data[switch] for f in names}
+        return {k: v for k, v in data.items() if k not in omitted}
+
     @classmethod
     def from_dict(cls, data: dict) -> "TranslatorSpec":
-        data = dict(data)
-        data["source"], data["target"] = ModelSide(**data["source"]), ModelSide(**data["target"])
-        return cls(**data)
+        """From a checkpoint's "spec" (which also holds the TrainingRecord's keys, ignored here)."""
+        data = {k: v for k, v in data.items() if k not in ("training", "metrics")}
+        return cls(**{**data, "kind": TranslatorKind(data["kind"]), "source": ModelSide(**data["source"]),
+                      "target": ModelSide(**data["target"]),
+                      "layer_map": tuple(tuple(pair) for pair in data["layer_map"])})
 
 
-def make_spec(kind: str, source_lm, target_lm, pairs_per_layer: int = 2, experts: int = 4,
+@dataclass(frozen=True)
+class TrainingRecord:
+    """How a translator was made and what it measured; not part of its identity."""
+
+    training: dict = field(default_factory=dict)  # the resolved TrainConfig, tokens, wall times
+    metrics: dict = field(default_factory=dict)  # held-out diagnostics, QA retention
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TrainingRecord":
+        return cls(data.get("training", {}), data.get("metrics", {}))
+
+
+def make_spec(kind: TranslatorKind, source_lm, target_lm, pairs_per_layer: int = 2, experts: int = 4,
               top_k: int = 2, rank: int = 24, router_hidden: int = 32, attention_dim: int = 0,
               attention_heads: int = 4, target_embeddings: int = 0, token_rank: int = 0) -> TranslatorSpec:
-    if kind not in KINDS:
-        raise CagError(f"Unknown translator kind {kind!r}; choose one of {', '.join(KINDS)}.")
+    kind = check_kind(kind)
     if experts < 1 or not 1 <= top_k <= experts:
         raise CagError(f"Need experts >= 1 and 1 <= top-k <= experts (got {experts}, {top_k}).")
     check_attention(kind, attention_dim, attention_heads)
@@ -114,7 +144,7 @@ def make_spec(kind: str, source_lm, target_lm, pairs_per_layer: int = 2, experts
     if token_rank and not target_embeddings:
         raise CagError("--token-rank projects the target's token embeddings: set --target-embeddings too.")
     source, target = ModelSide.of(source_lm), ModelSide.of(target_lm)
-    layer_map = pair_layers(source.num_layers, target.num_layers, pairs_per_layer)
+    layer_map = tuple(tuple(pair) for pair in pair_layers(source.num_layers, target.num_layers, pairs_per_layer))
     embedding_dim = embedding_table(target_lm).shape[1] if target_embeddings else 0
     return TranslatorSpec(kind, source, target, layer_map, experts, top_k, rank, router_hidden,
                           position_dim=0 if target.is_rotary else 32, attention_dim=attention_dim,
@@ -122,13 +152,21 @@ def make_spec(kind: str, source_lm, target_lm, pairs_per_layer: int = 2, experts
                           embedding_dim=embedding_dim, token_rank=min(token_rank, target_embeddings * embedding_dim))
 
 
-def check_attention(kind: str, dim: int, heads: int) -> None:
+def check_kind(kind) -> TranslatorKind:
+    """`kind` as a TranslatorKind, or a one-line error naming the kinds."""
+    try:
+        return TranslatorKind(kind)
+    except ValueError:
+        raise CagError(f"Unknown translator kind {kind!r}; choose one of {', '.join(TranslatorKind)}.") from None
+
+
+def check_attention(kind: TranslatorKind, dim: int, heads: int) -> None:
     if dim < 0 or heads < 1:
         raise CagError(f"Need --attention-dim >= 0 and --attention-heads >= 1 (got {dim}, {heads}).")
     if dim and (dim % heads or (dim // heads) % 2):
         raise CagError(f"--attention-dim {dim} must split into {heads} heads of an even width "
                        "(e.g. 64 with 4 heads).")
-    if dim and kind == "ridge":
+    if dim and kind is TranslatorKind.RIDGE:
         raise CagError("Chunk attention is learned by training; kind ridge is closed-form only "
                        "(use kind single or mot).")
 
@@ -149,15 +187,15 @@ class LayerTranslator(nn.Module):
 
 
 class Translator(nn.Module):
-    def __init__(self, spec: TranslatorSpec):
+    def __init__(self, spec: TranslatorSpec, record: TrainingRecord = TrainingRecord()):
         super().__init__()
-        self.spec = spec
+        self.spec, self.record = spec, record
         self.layers = nn.ModuleList(LayerTranslator(spec) for _ in spec.layer_map)
         if spec.token_rank:  # (token_dim, token_rank), shared by every layer; set by the ridge fit
             self.token_projection = nn.Parameter(torch.zeros(spec.token_dim, spec.token_rank))
 
     @property
-    def kind(self) -> str:
+    def kind(self) -> TranslatorKind:
         return self.spec.kind
 
     def parameter_count(self) -> int:
@@ -168,14 +206,7 @@ class Translator(nn.Module):
         per loaded translator (every ask and eval example names its translated-cache space by it);
         training, which changes the weights, never asks for it."""
         if getattr(self, "_fingerprint", None) is None:
-            identity = {k: v for k, v in self.spec.to_dict().items() if k not in ("metrics", "training")}
-            if not identity["attention_dim"]:  # translators made before chunk attention keep their fingerprint
-                del identity["attention_dim"], identity["attention_heads"]
-            if not identity["target_embeddings"]:  # (and before token embeddings)
-                del identity["target_embeddings"], identity["embedding_dim"]
-            if not identity["token_rank"]:
-                del identity["token_rank"]
-            self._fingerprint = sha256_hex(json.dumps(identity, sort_keys=True).encode()
+            self._fingerprint = sha256_hex(json.dumps(self.spec.identity(), sort_keys=True).encode()
                                            + tensors_digest(self).encode())
         return self._fingerprint
 
@@ -240,18 +271,17 @@ def check_models(translator: Translator, source_fingerprint: str, target_lm) -> 
     if spec.target_embeddings and spec.embedding_dim != embedding_table(target_lm).shape[1]:
         differ.append("embedding width")
     if differ:
-        raise CagError(f"Translator {spec.source.name} -> {spec.target.name} ({spec.kind}) was made for a "
+        raise CagError(f"Translator {spec.translation} was made for a "
                        f"generator of another shape than {target_lm.name} ({', '.join(differ)} differ): its JSON "
                        "does not describe the model it is used with; reinstall the translator or retrain it "
                        "with `cag train`.")
     if spec.target.fingerprint != target_lm.fingerprint:
-        raise CagError(f"Translator {spec.source.name} -> {spec.target.name} ({spec.kind}) was trained "
+        raise CagError(f"Translator {spec.translation} was trained "
                        f"for target fingerprint {spec.target.fingerprint[:12]}, but {target_lm.name} is "
                        f"{target_lm.fingerprint[:12]}: retrain it with `cag train`.")
     if spec.source.fingerprint != source_fingerprint:
         raise CagError(f"This chunk cache was prefilled by a model with fingerprint "
-                       f"{source_fingerprint[:12]}, but translator {spec.source.name} -> "
-                       f"{spec.target.name} reads caches of {spec.source.name} "
+                       f"{source_fingerprint[:12]}, but translator {spec.translation} reads caches of {spec.source.name} "
                        f"({spec.source.fingerprint[:12]}): re-ingest with that encoder or train "
                        "a translator for this one.")
 

@@ -13,6 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
+from cag.translations import TranslationId
 from eval.qa_check import qa_results
 from mot.checkpoint import record_qa
 from mot.registry import SHIPPED
@@ -27,9 +28,10 @@ def main() -> None:
     for run in args.runs:
         config = json.loads((run / "config.json").read_text())
         for (kind, key), result in qa_results(run, str(run.resolve().relative_to(ROOT))).items():
-            checkpoint = SHIPPED / f"{config['encoder']}__{config['model']}__{kind}.safetensors"
+            translation = TranslationId(config["encoder"], config["model"], kind)
+            checkpoint = SHIPPED / f"{translation.file_stem}.safetensors"
             if not checkpoint.is_file():
-                print(f"no shipped {kind} translator for {config['encoder']} -> {config['model']}; skipped")
+                print(f"no shipped translator {translation}; skipped")
                 continue
             record_qa(checkpoint, result, key)
             print(f"{checkpoint.name} {key}: retention {result['retention']} {result['retention_ci95']}")

@@ -23,22 +23,13 @@ class AssembledContext:
     input_ids: torch.Tensor  # (L,) prefix + chunk token ids, in assembly order
     prefix_tokens: int
     chunk_spans: list = field(default_factory=list)  # (start, end) position of each chunk
-    # (S,) sorted positions whose cached K/V are stale until the next forward recomputes them: a
-    # deferred blend (cag.kv.blend), done in one forward with the question
-    pending: torch.Tensor | None = None
-    # log of the factor on the context's share of attention: added to the attention logits of every
-    # token read after the context over the chunks' positions (prefix excluded); 0: unchanged
-    # (cag.kv.generate.context_mask; the scaled modes, cag.modes.scaled)
-    log_scale: float = 0.0
+    # a deferred blend's tokens (cag.kv.blend.PendingRecompute): their cached K/V are stale until
+    # the next read (cag.kv.generate.read_after) recomputes them, in one forward with the question
+    pending: object | None = None
 
     @property
     def length(self) -> int:
         return int(self.input_ids.shape[0])
-
-    @property
-    def scaled_span(self) -> tuple | None:
-        """(start, end, log_scale) of a context read with a scaled share of attention, else None."""
-        return (self.prefix_tokens, self.length, self.log_scale) if self.log_scale else None
 
 
 def check_positions(geometry, length: int, what: str = "context") -> None:

@@ -10,9 +10,9 @@ the answer is, which is where a translated cache's errors cost most; the questio
 again before the recompute. Other selections were measured worse (docs/results.md) and live with
 the experiments (`register_selection` adds them).
 Cost: one extra prefill of the question, plus the recomputed share of a prefill. Deferred
-(`defer=True`, what the blend modes do), the recompute waits for the generator's prefill of the
-question and both run in one forward (cag.kv.generate.read_after): the same computation, one pass
-over the weights fewer.
+(`defer=True`, what the blend modes do), the chosen tokens wait in a `PendingRecompute` for the
+generator's prefill of the question and both run in one forward (cag.kv.generate.read_after): the
+same computation, one pass over the weights fewer.
 
 Rotary generators only; the cache must hold every position (no sliding-window layer may have
 dropped tokens). Cache index == position: assembly lays the prefix and chunks out contiguously.
@@ -119,13 +119,31 @@ def select_tokens(scores: torch.Tensor, fraction: float) -> torch.Tensor:
     return scores.topk(count).indices.sort().values
 
 
+class PendingRecompute:
+    """A blend's chosen tokens, waiting in `AssembledContext.pending` for the generator's next read of
+    the context: `read_with` recomputes them in the forward that reads the new tokens (one pass over
+    the weights), `settle` on their own. Only cag.kv.generate.read_after reads a context that has one."""
+
+    def __init__(self, positions: torch.Tensor):
+        self.positions = positions  # (S,) sorted cache positions (== cache indices)
+
+    def read_with(self, lm, context: AssembledContext, new_ids: torch.Tensor) -> torch.Tensor:
+        """Recompute and read (T,) `new_ids` after the context in one forward; (1, vocab) logits."""
+        context.pending = None
+        return recompute_in_place(lm, context, self.positions, new_ids)
+
+    def settle(self, lm, context: AssembledContext) -> None:
+        context.pending = None
+        recompute_in_place(lm, context, self.positions)
+
+
 @torch.no_grad()
 def blend(lm, context: AssembledContext, fraction: float, select: str = DEFAULT_BLEND_SELECT,
           question_ids=None, defer: bool = False) -> tuple[AssembledContext, int]:
     """Recompute `fraction` of the context tokens in place; (the context, how many tokens).
     `question_ids`: what the generator will read after the context (the query selection's input).
-    `defer`: only choose them (`context.pending`); the generator's next read after the context
-    (cag.kv.generate.read_after) recomputes them in its forward, `settle` on its own."""
+    `defer`: only choose them (`context.pending`, a PendingRecompute); the generator's next read
+    after the context (cag.kv.generate.read_after) recomputes them in its forward."""
     check_blend_options(fraction, select)
     check_blendable(lm, context.length)
     if context.pending is not None:
@@ -137,17 +155,11 @@ def blend(lm, context: AssembledContext, fraction: float, select: str = DEFAULT_
         chosen = torch.arange(p, total)
     else:
         chosen = SELECTIONS[select].choose(lm, context, fraction, question_ids)
-    context.pending = chosen if chosen.numel() else None
-    if not defer:
-        settle(lm, context)
+    if chosen.numel():
+        context.pending = PendingRecompute(chosen)
+        if not defer:
+            context.pending.settle(lm, context)
     return context, int(chosen.numel())
-
-
-def settle(lm, context: AssembledContext | None) -> None:
-    """Recompute a deferred blend's tokens now: before anything but `read_after` reads the cache."""
-    if context is not None and context.pending is not None:
-        recompute_in_place(lm, context, context.pending)
-        context.pending = None
 
 
 def recompute_in_place(lm, context: AssembledContext, chosen: torch.Tensor,

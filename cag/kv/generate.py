@@ -8,7 +8,6 @@ import torch
 from transformers import DynamicCache
 
 from cag.kv.assemble import AssembledContext, check_positions
-from cag.kv.blend import recompute_in_place, settle
 from cag.kv.geometry import keeps_every_position
 
 _END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<end_of_turn>", "<|eot_id|>", "<|end|>", "</s>")
@@ -41,35 +40,13 @@ def stop_token_ids(lm) -> set[int]:
     return ids
 
 
-def context_mask(scaled_span: tuple, start: int, count: int, dtype, device) -> torch.Tensor:
-    """(1, 1, count, start + count) additive attention mask for `count` new tokens at positions
-    start..: causal, plus log_scale over the context positions [span start, span end), which
-    multiplies the context's attention weights by exp(log_scale) before they are normalised.
-
-    Why: a generator reading many independently prefilled chunks spreads more attention over them
-    than it does over the same text read in one pass (APE, Yang et al. 2025: a scaling factor on
-    the parallel contexts' weights); `count` rows x `start + count` columns is small beside a forward."""
-    first, end, log_scale = scaled_span
-    rows = torch.arange(start, start + count, device=device)[:, None]
-    allowed = torch.arange(start + count, device=device)[None, :] <= rows
-    mask = torch.zeros(allowed.shape, dtype=dtype, device=device)
-    mask[:, first:end] = log_scale
-    mask.masked_fill_(~allowed, torch.finfo(dtype).min)
-    return mask[None, None]
-
-
 @torch.no_grad()
-def forward_new_tokens(lm, cache, new_ids: torch.Tensor, start: int, logits_to_keep: int = 1,
-                       scaled_span: tuple | None = None):
-    """Run the model over (T,) `new_ids` at positions start.. continuing `cache`; (T', vocab) logits.
-    `scaled_span`: an assembled context's (start, end, log_scale), its share of attention scaled."""
+def forward_new_tokens(lm, cache, new_ids: torch.Tensor, start: int, logits_to_keep: int = 1):
+    """Run the model over (T,) `new_ids` at positions start.. continuing `cache`; (T', vocab) logits."""
     device = lm.device
     positions = torch.arange(start, start + new_ids.numel(), device=device)[None]
-    mask = None
-    if scaled_span is not None:
-        mask = context_mask(scaled_span, start, new_ids.numel(), next(lm.model.parameters()).dtype, device)
     out = lm.model(input_ids=new_ids[None].to(device), position_ids=positions, cache=cache,
-                   attention_mask=mask, use_cache=True, logits_to_keep=logits_to_keep)
+                   use_cache=True, logits_to_keep=logits_to_keep)
     return out.logits[0]
 
 
@@ -78,11 +55,12 @@ def read_after(lm, context: AssembledContext, new_ids: torch.Tensor) -> torch.Te
     """Run the model over (T,) `new_ids` after `context`, continuing its cache; (1, vocab) logits of
     the last. A blend's deferred recompute (`context.pending`) runs in the same forward, unless a
     sliding window would drop context once the new tokens are in: then just before it."""
-    if context.pending is not None and keeps_every_position(lm.geometry, context.length + new_ids.numel()):
-        pending, context.pending = context.pending, None
-        return recompute_in_place(lm, context, pending, new_ids)
-    settle(lm, context)
-    return forward_new_tokens(lm, context.cache, new_ids, context.length, scaled_span=context.scaled_span)
+    pending = context.pending
+    if pending is not None:
+        if keeps_every_position(lm.geometry, context.length + new_ids.numel()):
+            return pending.read_with(lm, context, new_ids)
+        pending.settle(lm, context)
+    return forward_new_tokens(lm, context.cache, new_ids, context.length)
 
 
 @torch.no_grad()
@@ -93,7 +71,6 @@ def greedy_generate(lm, new_ids, context: AssembledContext | None = None,
     new_ids = torch.as_tensor(list(new_ids), dtype=torch.int64)
     cache = context.cache if context is not None else DynamicCache(config=lm.config)
     pos = context.length if context is not None else 0
-    scaled = context.scaled_span if context is not None else None
     check_positions(lm.geometry, pos + new_ids.numel() + max_new_tokens, "context + question + answer")
     stops = stop_token_ids(lm)
     logits = read_after(lm, context, new_ids) if context is not None else forward_new_tokens(lm, cache, new_ids, pos)
@@ -115,7 +92,7 @@ def greedy_generate(lm, new_ids, context: AssembledContext | None = None,
                 emitted = full
         if step + 1 == max_new_tokens:
             break  # the last token allowed: no forward for a token that will not be generated
-        logits = forward_new_tokens(lm, cache, torch.tensor([token]), pos, scaled_span=scaled)
+        logits = forward_new_tokens(lm, cache, torch.tensor([token]), pos)
         pos += 1
     total = time.perf_counter() - start_time
     text = lm.tokenizer.decode(generated, skip_special_tokens=True)

@@ -36,9 +36,6 @@ class LoadedModel:
     # question, so it is prefilled once per loaded model
     prefix_kv: dict = field(default_factory=dict, repr=False)
     warm: bool = False  # its one-time costs paid (cag.kv.assemble.warm_up)
-    # reader adapters injected into the model (cag.readers.attach): adapter name -> reader fingerprint;
-    # they are switched on only inside cag.readers.reading()
-    readers: dict = field(default_factory=dict, repr=False)
     stop_ids: frozenset | None = field(default=None, repr=False)  # cag.kv.generate.stop_token_ids, once
 
     @property

@@ -1,13 +1,10 @@
-"""`--mode auto`: native when the generator's own caches hold every retrieved chunk (native+reader
-when an installed reader adapter for them recorded a gain, cag.modes.reader.native_choice); else
-what a mode offers for the (store, generator) pair whose recorded quality clears the threshold (the
-MoT translator, in full or blended, with or without its reader adapter, see mot/modes.py); else
-direct. It says which and why."""
+"""`--mode auto`: native when the generator's own caches hold every retrieved chunk; else what a mode
+offers for the (store, generator) pair whose recorded quality clears the threshold (the MoT
+translator, in full or blended, see mot/modes.py); else direct. It says which and why."""
 
 from dataclasses import replace
 
 from cag.modes.base import AutoOffer, ContextMode, ModeOptions
-from cag.modes.reader import native_choice
 from cag.modes.registry import get_mode, modes
 
 
@@ -19,13 +16,8 @@ class AutoChooser:
         self.min_retention = min_retention
         self.offer: AutoOffer | None = None
         self.reasons: list[str] = []
-        self.native: ContextMode | None = None
-        self.native_why = ""
 
     def prepare(self, store, lm) -> None:
-        self.native, self.native_why = native_choice(store, lm)
-        if self.native.name != "native":
-            self.native.prepare(store, lm)  # attaches its reader adapter before questions are timed
         for mode in modes():
             offer = mode.offer_for_auto(store, lm, self.min_retention)
             if offer is None:
@@ -38,10 +30,9 @@ class AutoChooser:
 
     def choose(self, store, lm, rows: list, options: ModeOptions) -> tuple[ContextMode, ModeOptions, str]:
         """(mode, its options, a note saying why)."""
-        native = self.native or get_mode("native")
+        native = get_mode("native")
         if native.missing(store, lm, rows) is None:
-            why = f"; {self.native_why}" if self.native_why else ""
-            return native, options, f"mode auto: using {native.name} ({lm.name}'s own stored caches{why})"
+            return native, options, f"mode auto: using native ({lm.name}'s own stored caches)"
         if self.offer is not None:
             return (get_mode(self.offer.mode), replace(options, **self.offer.options),
                     f"mode auto: using {self.offer.mode} ({self.offer.why})")

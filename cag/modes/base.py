@@ -5,9 +5,20 @@ A mode is a small class; `cag.modes.registry` holds one instance per name. Modes
 packages (translators: `mot/`) register themselves through the `cag.modes` entry point.
 """
 
+import enum
 from dataclasses import dataclass, field
 
-from cag.defaults import DEFAULT_BLEND, DEFAULT_BLEND_SELECT, DEFAULT_CONTEXT_SCALE
+from cag.defaults import DEFAULT_BLEND, DEFAULT_BLEND_SELECT
+from cag.timing import Timings
+
+
+class Reads(enum.Enum):
+    """What a mode's context is made from."""
+
+    TEXT = "text"  # the retrieved chunks' text, prefilled by the generator
+    NOTHING = "nothing"  # no context at all
+    NATIVE = "native"  # the generator's own stored chunk caches
+    ENCODER = "encoder"  # the store's encoder caches (translated)
 
 
 @dataclass(frozen=True)
@@ -18,10 +29,9 @@ class ModeOptions:
     blend_select: str = DEFAULT_BLEND_SELECT  # blend modes: which tokens (cag.kv.blend selections)
     window: tuple | None = None  # window modes: [start, end) generator layers (default: the translator's)
     keep_translated: bool = True  # translated modes: store chunk translations for reuse
-    context_scale: float = DEFAULT_CONTEXT_SCALE  # scaled modes: factor on the context's share of attention
 
 
-@dataclass
+@dataclass(frozen=True)
 class ContextRequest:
     """Everything a mode may read to build one context."""
 
@@ -31,7 +41,6 @@ class ContextRequest:
     rows: list  # [ChunkRow] in assembly order (the best chunk last, next to the question)
     question_ids: list  # the question as the generator reads it after the context
     options: ModeOptions = ModeOptions()
-    timings: dict = field(default_factory=lambda: {"load": 0.0, "translate": 0.0, "assemble": 0.0})
 
 
 @dataclass
@@ -39,7 +48,7 @@ class BuiltContext:
     context: object | None  # cag.kv.assemble.AssembledContext, or None (nothing cached)
     lead_ids: list  # token ids the generator prefills before the question (direct: the chunks' text)
     context_tokens: int
-    reader: str | None = None  # the reader adapter (cag.readers) switched on for the question and answer
+    timings: Timings = field(default_factory=Timings)  # ms per step of the build (load, translate, ...)
 
 
 @dataclass(frozen=True)
@@ -57,16 +66,15 @@ class ContextMode:
     implement `build`."""
 
     name: str = ""
-    reads: str = "text"  # "text", "nothing", "native" (the generator's caches) or "encoder" (the store's)
-    translator_kind: str | None = None  # the translator kind it needs (mot/registry), if any
+    reads: Reads = Reads.TEXT
+    translator_kind: object | None = None  # the mot.kinds.TranslatorKind it needs, if any
     recomputes: bool = False  # recomputes a share of the context (reads ModeOptions.blend)
     uses_window: bool = False  # reads ModeOptions.window
-    scales: bool = False  # scales the context's share of attention (reads ModeOptions.context_scale)
     help: str = ""
 
     @property
     def needs_retrieval(self) -> bool:
-        return self.reads != "nothing"
+        return self.reads is not Reads.NOTHING
 
     def prepare(self, store, lm) -> None:
         """One-time work before questions are timed (e.g. loading a translator)."""
@@ -77,12 +85,6 @@ class ContextMode:
 
     def offer_for_auto(self, store, lm, min_retention: float) -> AutoOffer | None:
         """What `--mode auto` may use of this mode (None: it never offers itself)."""
-        return None
-
-    def reader_identity(self, store, lm) -> tuple[str, str] | None:
-        """What the generator reads in this mode, as a reader adapter is keyed (cag.readers): ("native",
-        "native") for its own chunk caches, (translator fingerprint, "SOURCE -> GENERATOR (KIND)") for
-        a translator's; None where no stored context is read (no reader applies)."""
         return None
 
     def build(self, request: ContextRequest) -> BuiltContext:

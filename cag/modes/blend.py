@@ -4,8 +4,6 @@ recomputed by the generator over all its layers, attending to the stored K/V of 
 prefilled chunks; cag.kv.blend). The build chooses the tokens (timings `blend`); they are
 recomputed in the generator's prefill of the question, in the same forward (timings `prefill`)."""
 
-import time
-
 from cag.kv.blend import blend
 from cag.modes.base import BuiltContext, ContextRequest
 from cag.modes.derived import DerivedMode
@@ -22,9 +20,8 @@ class BlendMode(DerivedMode):
 
     def build(self, request: ContextRequest) -> BuiltContext:
         built = self.base.build(request)
-        start = time.perf_counter()
-        if built.context is not None:
-            blend(request.lm, built.context, request.options.blend, request.options.blend_select,
-                  question_ids=request.question_ids, defer=True)
-        request.timings["blend"] = (time.perf_counter() - start) * 1e3
+        with built.timings.measure("blend"):
+            if built.context is not None:
+                blend(request.lm, built.context, request.options.blend, request.options.blend_select,
+                      question_ids=request.question_ids, defer=True)
         return built

@@ -1,5 +1,5 @@
-"""A mode built on another registered mode (blend and reader modes): it reads what its base reads,
-needs the base's translator, and prepares and checks what the base does."""
+"""A mode built on another registered mode (the blend modes): it reads what its base reads, needs
+the base's translator, and prepares and checks what the base does."""
 
 from cag.modes.base import ContextMode
 from cag.modes.registry import get_mode
@@ -16,15 +16,12 @@ class DerivedMode(ContextMode):
         return get_mode(self.base_name)  # by name: the base may be registered after this mode
 
     @property
-    def reads(self) -> str:
+    def reads(self):
         return self.base.reads
 
     @property
-    def translator_kind(self) -> str | None:
+    def translator_kind(self):
         return self.base.translator_kind
-
-    def reader_identity(self, store, lm):
-        return self.base.reader_identity(store, lm)
 
     def prepare(self, store, lm) -> None:
         self.base.prepare(store, lm)

@@ -1,14 +1,12 @@
 """`native`: the generator's own chunk caches, stored by `cag ingest --also-for MODEL`, placed at
 their positions after its prefix (TurboRAG-like same-model CAG)."""
 
-import time
-
 from cag.errors import CagError
 from cag.kv.assemble import assemble
 from cag.kv.chunk_cache import ids_sha256
-from cag.modes.base import BuiltContext, ContextMode, ContextRequest
+from cag.modes.base import BuiltContext, ContextMode, ContextRequest, Reads
 from cag.prompt import prompt_layout
-from cag.readers.checkpoint import NATIVE
+from cag.timing import Timings
 
 
 def native_space(store, lm, layout):
@@ -18,18 +16,17 @@ def native_space(store, lm, layout):
 
 def assemble_cached(request: ContextRequest, space) -> BuiltContext:
     """Read `request.rows`' caches from `space` and assemble them after the generator's prefix."""
-    start = time.perf_counter()
-    caches = [request.store.read_cache(space, row) for row in request.rows]
-    loaded = time.perf_counter()
-    context = assemble(request.lm, caches, request.layout.prefix_ids)
-    request.timings["load"] += (loaded - start) * 1e3
-    request.timings["assemble"] = (time.perf_counter() - loaded) * 1e3
-    return BuiltContext(context, [], context.length - context.prefix_tokens)
+    timings = Timings()
+    with timings.measure("load"):
+        caches = [request.store.read_cache(space, row) for row in request.rows]
+    with timings.measure("assemble"):
+        context = assemble(request.lm, caches, request.layout.prefix_ids)
+    return BuiltContext(context, [], context.length - context.prefix_tokens, timings)
 
 
 class NativeMode(ContextMode):
     name = "native"
-    reads = "native"
+    reads = Reads.NATIVE
     help = "the generator's own stored chunk caches (`cag ingest --also-for MODEL`)"
 
     def missing(self, store, lm, rows: list) -> str | None:
@@ -42,9 +39,6 @@ class NativeMode(ContextMode):
         return (f"No native caches for {lm.name} in store {store.folder} for {len(absent)} of the {len(rows)} "
                 f"retrieved chunks: run `cag ingest {named} --also-for {lm.name} --store {store.folder}`, "
                 "or use --mode direct.")
-
-    def reader_identity(self, store, lm):
-        return NATIVE, NATIVE
 
     def build(self, request: ContextRequest) -> BuiltContext:
         space = native_space(request.store, request.lm, request.layout)

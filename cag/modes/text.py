@@ -2,15 +2,14 @@
 quality reference) and `none` (the question alone, the floor). Both start from the generator's own
 cached prefix, as every mode does."""
 
-import time
-
 from cag.kv.assemble import assemble, check_positions
-from cag.modes.base import BuiltContext, ContextMode, ContextRequest
+from cag.modes.base import BuiltContext, ContextMode, ContextRequest, Reads
+from cag.timing import Timings
 
 
 class DirectMode(ContextMode):
     name = "direct"
-    reads = "text"
+    reads = Reads.TEXT
     help = "the retrieved text in the prompt, prefilled by the generator (the quality reference)"
 
     def texts(self, request: ContextRequest) -> list[str]:
@@ -21,15 +20,15 @@ class DirectMode(ContextMode):
         ids = [t for text in self.texts(request)
                for t in lm.tokenizer(text, add_special_tokens=False)["input_ids"]]
         check_positions(lm.geometry, len(prefix) + len(ids))
-        start = time.perf_counter()
-        context = assemble(lm, [], prefix) if prefix else None  # the same cached prefix as native
-        request.timings["assemble"] = (time.perf_counter() - start) * 1e3
-        return BuiltContext(context, ids, len(ids))
+        timings = Timings()
+        with timings.measure("assemble"):
+            context = assemble(lm, [], prefix) if prefix else None  # the same cached prefix as native
+        return BuiltContext(context, ids, len(ids), timings)
 
 
 class NoContextMode(DirectMode):
     name = "none"
-    reads = "nothing"
+    reads = Reads.NOTHING
     help = "the question alone (the floor)"
 
     def texts(self, request: ContextRequest) -> list[str]:

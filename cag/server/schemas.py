@@ -5,10 +5,9 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cag.defaults import DEFAULT_BLEND, DEFAULT_CONTEXT_SCALE
+from cag.defaults import DEFAULT_BLEND
 
 BlendShare = Annotated[float, Field(ge=0.0, le=1.0)]  # blend modes: the share of context tokens recomputed
-ContextScale = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]  # scaled modes: factor on the context's attention
 
 
 class _Strict(BaseModel):
@@ -22,7 +21,6 @@ class AskBody(_Strict):
     top_k: int = Field(3, ge=1)
     max_new_tokens: int = Field(64, ge=1)
     blend: BlendShare = DEFAULT_BLEND
-    context_scale: ContextScale = DEFAULT_CONTEXT_SCALE
     stream: bool = False
 
 
@@ -68,7 +66,6 @@ class CagOptions(_Strict):
     mode: str = "auto"
     top_k: int = Field(3, ge=1)
     blend: BlendShare = DEFAULT_BLEND
-    context_scale: ContextScale = DEFAULT_CONTEXT_SCALE
 
 
 class ChatBody(BaseModel):

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from cag.ask import AskResult, ask, check_question
-from cag.defaults import DEFAULT_BLEND, DEFAULT_CONTEXT_SCALE
+from cag.defaults import DEFAULT_BLEND
 from cag.ingest.pipeline import IngestOptions, IngestReport, ingest
 from cag.prompt import prompt_layout
 from cag.retrieval import load_embedder
@@ -33,7 +33,6 @@ class AskRequest:
     top_k: int = 3
     max_new_tokens: int = 64
     blend: float = DEFAULT_BLEND  # blend modes: share of context tokens recomputed
-    context_scale: float = DEFAULT_CONTEXT_SCALE  # scaled modes: factor on the context's share of attention
 
 
 @dataclass
@@ -91,7 +90,7 @@ class CagServer:
             with self.gate.reading():
                 result = ask(request.question, model=request.model, top_k=request.top_k, mode=request.mode,
                              max_new_tokens=request.max_new_tokens, blend=request.blend,
-                             context_scale=request.context_scale, on_token=on_token,
+                             on_token=on_token,
                              lm=context.lm, retriever=context.retriever, min_retention=self.config.min_retention)
             tokenizer = context.lm.tokenizer
             layout = prompt_layout(tokenizer)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from cag.defaults import DEFAULT_BLEND
 from cag.errors import CagError
 from cag.kv.generate import greedy_generate
-from cag.modes import ContextRequest, ModeOptions, get_mode
+from cag.modes import ContextRequest, ModeOptions, Reads, get_mode
 from cag.prompt import prompt_layout
 from cag.server.errors import HttpError
 from cag.server.sessions import Record, history_rows
@@ -67,7 +67,7 @@ def choose_mode(store, lm, wanted: str, rows: list) -> tuple[object, str]:
             return get_mode("direct"), f"history read as text: {exc}"
         return translated, f"history translated from {memory}'s caches into {lm.name}'s by the MoT translator"
     mode = get_mode(wanted)
-    if mode.reads == "native" and not same:
+    if mode.reads is Reads.NATIVE and not same:
         raise HttpError(f"history_mode {wanted} needs the turn's model to be the session's memory model "
                         f"{memory}; use translated (or auto) to read its caches from {lm.name}, or direct.")
     mode.prepare(store, lm)
@@ -92,7 +92,7 @@ def answer_turn(lm, store, records: list[Record], request: TurnRequest, memory_m
     built = mode.build(context_request)
     generation_start = time.perf_counter()
     generation = greedy_generate(lm, built.lead_ids + q_ids, built.context, request.max_new_tokens, on_token)
-    timings = {**context_request.timings, "prefill": generation.prefill_seconds * 1e3,
+    timings = {**built.timings, "prefill": generation.prefill_seconds * 1e3,
                "ttft": (generation_start - start + generation.ttft_seconds) * 1e3,
                "total": (time.perf_counter() - start) * 1e3}
     history = describe(memory_model, mode, rows, records, built.context_tokens)
@@ -106,4 +106,4 @@ def describe(memory_model: str, mode, rows: list, records: list[Record], tokens:
     parts = [{"n": r.n, "turn": r.turn, "role": r.role, "author": r.author, "chunks": per_record.get(r.n, 0),
               "read_as": read_as if per_record.get(r.n) else "not ingested"} for r in records]
     return HistoryRead(read_as, memory_model, len(records), len(rows), tokens if rows else 0,
-                       mode.reads == "encoder", parts)
+                       mode.reads is Reads.ENCODER, parts)

@@ -104,7 +104,7 @@ def bad_inputs(store, tiny_models, tmp_path):
         (["ask", "Who?", "--store", store, "--model", gen, "--top-k", 0], "--top-k must be at least 1"),
         (["ask", "Who?", "--store", store, "--model", gen, "--mode", "fast"], "Unknown mode 'fast'"),
         (["ask", "Who? " * 10_000, "--store", store, "--model", gen], "Shorten the question"),
-        (["ask", "Who?", "--store", store, "--model", gen, "--mode", "translated"], "Cannot answer in mode translated: no mot translator"),
+        (["ask", "Who?", "--store", store, "--model", gen, "--mode", "translated"], "Cannot answer in mode translated: no translator"),
         (["ingest", tmp_path / "missing-folder", "--store", store], "No such file or folder"),
         (["ingest", tmp_path, "--store", store, "--encoder", gen], "built with encoder"),
         (["ingest", tmp_path, "--store", store, "--embedder", "other-embedder"], "built with embedder"),

@@ -92,7 +92,7 @@ def test_killed_eval_resumes_without_counting_twice(tiny_models, tmp_path, cag_h
     (["--dataset", str(SQUAD5), "--task", "summarize"], "Unknown task 'summarize'"),
     (["--dataset", str(SQUAD5), "--task", "extractive", "--modes", "direct,fast"], "Unknown mode(s) fast"),
     (["--dataset", str(SQUAD5), "--task", "extractive", "--modes", "direct,translated", "--encoder", "ENC",
-      "--model", "GEN"], "Mode translated cannot run: no mot translator"),
+      "--model", "GEN"], "Mode translated cannot run: no translator"),
     (["--dataset", str(SQUAD5), "--task", "multiple_choice"], "line 1: missing field 'choices'"),
     (["--dataset", "squad", "--task", "multi_doc"], "is a extractive dataset"),
     (["--dataset", str(SQUAD5), "--task", "extractive", "--dtype", "int8"], "Unknown dtype 'int8'"),
@@ -192,14 +192,13 @@ def test_a_run_links_the_caches_another_run_holds(tiny_models, tmp_path):
         run_eval(config(tiny_models, tmp_path / "third", reuse_caches=(str(tmp_path / "nothing"),)))
 
 
-def test_a_scaled_mode_joins_a_run_and_fixes_its_context_scale(tiny_models, tmp_path):
-    # the scale is free until a scaled mode has answered in the folder, then part of its identity
-    run = run_eval(config(tiny_models, tmp_path / "run", modes=("direct", "native"), context_scale=0.9))
-    run_eval(config(tiny_models, tmp_path / "run", modes=("direct", "native-scaled"), context_scale=0.3))
-    records = [json.loads(l) for l in (run / "predictions.jsonl").read_text().splitlines()]
-    assert sorted(r["mode"] for r in records).count("native-scaled") == 5
-    assert json.loads((run / "config.json").read_text())["context_scale"] == 0.3
+def test_a_run_started_with_a_mode_and_a_setting_since_removed_resumes_without_them(tiny_models, tmp_path):
+    # a folder from a cag that had the scaled modes: its context_scale and native-scaled answers
+    # shape nothing this cag answers, so the run goes on and the report leaves that mode out
+    run = run_eval(config(tiny_models, tmp_path / "run", modes=("direct", "native")))
+    saved = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps({**saved, "context_scale": 0.25,
+                                                 "modes": saved["modes"] + ["native-scaled"]}))
+    assert run_eval(config(tiny_models, tmp_path / "run", modes=("direct", "native", "none"))) == run
     metrics = json.loads((run / "metrics.json").read_text())
-    assert "native-scaled" in metrics["modes"] and metrics["paired_differences"]["native-scaled - native"]["n"] == 5
-    with pytest.raises(CagError, match="context_scale: 0.3 there, 0.5 now"):
-        run_eval(config(tiny_models, tmp_path / "run", modes=("direct", "native-scaled"), context_scale=0.5))
+    assert set(metrics["modes"]) == {"direct", "native", "none"}

@@ -5,7 +5,7 @@ import torch
 
 from cag.errors import CagError
 from cag.kv.assemble import assemble
-from cag.kv.blend import QUERY_TOKENS, blend, query_scores, settle
+from cag.kv.blend import QUERY_TOKENS, blend, query_scores
 from cag.kv.chunk_cache import prefill_chunk
 from cag.kv.generate import greedy_generate, read_after
 from cag.models.layers import attention_modules
@@ -190,7 +190,7 @@ def test_a_deferred_blend_recomputed_with_the_question_matches_recomputing_first
                         cache=first.cache, use_cache=True, logits_to_keep=1).logits[0]
     stale = kv(deferred)
     assert blend(lm, deferred, 0.4, question_ids=question, defer=True)[1] == count
-    assert deferred.pending.numel() == count
+    assert deferred.pending.positions.numel() == count
     assert_same_kv(kv(deferred), stale, atol=0)  # nothing recomputed yet
     assert any(not torch.allclose(a[0], b[0], atol=1e-3) for a, b in zip(stale, repaired))  # but there is to do
     got = read_after(lm, deferred, q)
@@ -206,7 +206,6 @@ def test_greedy_answers_after_a_deferred_blend_are_the_answers_after_an_immediat
     blend(lm, now, 0.5, question_ids=question)
     blend(lm, later, 0.5, question_ids=question, defer=True)
     assert greedy_generate(lm, question, later, 6).token_ids == greedy_generate(lm, question, now, 6).token_ids
-    settle(lm, None)  # nothing to do
     with pytest.raises(CagError, match="already waits"):
         again = noisy_split(lm)
         blend(lm, again, 0.5, question_ids=question, defer=True)

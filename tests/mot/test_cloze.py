@@ -8,8 +8,8 @@ import torch
 from cag.errors import CagError
 from cag.prompt import prompt_layout
 from cag.testing import tiny_lm
-from mot.cloze import BLANK, cloze_question, sentences
-from mot.data import make_windows, prepare_window
+from mot.training.cloze import BLANK, cloze_question, sentences
+from mot.training.data import make_windows, prepare_window
 
 TEXT = ("The lobster was first described in 1758 by Carl Linnaeus. It may grow to a length of 60 cm. "
         "the animals are blue in life. Fishing for lobsters is managed in Norway and Sweden.")

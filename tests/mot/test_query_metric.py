@@ -6,7 +6,7 @@ import torch
 
 from cag.kv.rotary import Rotary
 from cag.testing import tiny_lm
-from mot.query_metric import query_moments, query_weighted_error
+from mot.training.query_metric import query_moments, query_weighted_error
 
 
 @pytest.mark.parametrize("family", ["qwen2", "gemma3", "llama"])

@@ -10,8 +10,8 @@ from cag.testing import tiny_lm
 from mot.alignment import align
 from mot.checkpoint import load_translator, read_record, save_translator
 from mot.features import flatten_heads
-from mot.losses import normalized_mse
-from mot.ridge import RidgeFit
+from mot.training.losses import normalized_mse
+from mot.training.ridge import RidgeFit
 from mot.token_features import embedding_table, token_features
 from mot.translator import Translator, make_spec, translate_chunk
 

@@ -234,7 +234,7 @@ def test_ask_translated_end_to_end_and_reuses_translated_caches(trained_store, t
     assert window["mode"] == "translated-window" and window["context_tokens"] == first["context_tokens"]
     assert window["timings_ms"]["translate"] == 0  # the stored MoT translations, replayed
     missing = invoke("ask", "Q?", "--store", trained_store, "--model", tiny_models["generator"], "--mode", "single")
-    assert missing.exit_code == 1 and "no single translator" in missing.output
+    assert missing.exit_code == 1 and "no translator" in missing.output and "(single): train one" in missing.output
 
 
     def translated_files():
@@ -403,7 +403,7 @@ def test_a_translator_kind_is_judged_by_its_full_mode():
     # mot is read by translated, translated-window and translated-blend: the gate takes `translated`
     assert {kind: mode_for_kind(kind) for kind in {m.translator_kind for m in modes() if m.translator_kind}} == \
         {"mot": "translated", "single": "single", "ridge": "ridge"}
-    with pytest.raises(ValueError, match="no eval mode"):
+    with pytest.raises(ValueError, match="not a valid TranslatorKind"):
         mode_for_kind("moe")
     modes = {"direct": {"f1": 40.0}, "translated": {"f1": 10.0, "retention": 0.25, "retention_ci95": [0.2, 0.3]},
              "translated-blend": {"f1": 30.0, "retention": 0.75, "retention_ci95": [0.7, 0.8]}}

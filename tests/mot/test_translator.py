@@ -9,10 +9,10 @@ from cag.kv.chunk_cache import prefill_chunk, run_prefill
 from cag.prompt import prompt_layout
 from cag.testing import tiny_lm
 from mot.checkpoint import load_translator, read_record, save_translator
-from mot.data import make_windows, prepare_window
+from mot.training.data import make_windows, prepare_window
 from mot.injection import full_cache, window_cache
-from mot.ridge import RidgeFit
-from mot.step import chunk_weights, run_window
+from mot.training.ridge import RidgeFit
+from mot.training.step import chunk_weights, run_window
 from mot.translator import Translator, make_spec, translate_chunk
 
 FAMILIES = ("gpt2", "opt", "llama", "qwen2", "gemma3")
@@ -180,16 +180,18 @@ def test_fingerprint_mismatches_are_refused():
 
 
 def test_install_and_find_with_dotted_model_names(tmp_path, cag_home):
+    from cag.translations import TranslationId, TranslatorKind
     from mot.registry import find_translator, install
     source, target = tiny_lm("llama", seed=1), tiny_lm("qwen2", seed=2)
     translator = Translator(make_spec("ridge", source, target))
     checkpoint = save_translator(translator, tmp_path / "run" / "translator")
     for kind_name in ("qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"):  # must not overwrite each other
-        install(checkpoint, "smollm2-135m", kind_name, "ridge")
+        install(checkpoint, TranslationId("smollm2-135m", kind_name, TranslatorKind.RIDGE))
     names = sorted(p.name for p in (cag_home / "translators").iterdir())
     assert names == ["smollm2-135m__qwen2.5-coder-0.5b__ridge.json", "smollm2-135m__qwen2.5-coder-0.5b__ridge.safetensors",
                      "smollm2-135m__qwen2.5-coder-1.5b__ridge.json", "smollm2-135m__qwen2.5-coder-1.5b__ridge.safetensors"]
-    found = find_translator(source.fingerprint, target.fingerprint, "ridge")
+    found = find_translator(source.fingerprint, target.fingerprint, TranslationId("a", "b", TranslatorKind.RIDGE))
     assert found.path is not None and found.path.name.endswith("__ridge.safetensors") and found.path.is_file()
     assert load_translator(found.path).fingerprint() == load_translator(checkpoint).fingerprint()
-    assert find_translator(source.fingerprint, target.fingerprint, "mot").path is None
+    missing = find_translator(source.fingerprint, target.fingerprint, TranslationId("a", "b", TranslatorKind.MOT))
+    assert missing.path is None and "no translator a -> b (mot)" in missing.reason

@@ -49,7 +49,7 @@ def served_store(tiny_models, server_home, tmp_path_factory):
     are compared exactly), and a tiny MoT translator (random weights: its answers are noise, its
     plumbing is real) installed in the cag home."""
     from mot.checkpoint import save_translator
-    from mot.registry import file_stem
+    from cag.translations import TranslationId
     from mot.translator import Translator, make_spec
 
     root = tmp_path_factory.mktemp("served")
@@ -61,7 +61,7 @@ def served_store(tiny_models, server_home, tmp_path_factory):
         encoder, generator = load_model(tiny_models["encoder"]), load_model(tiny_models["generator"])
         torch.manual_seed(0)
         translator = Translator(make_spec("mot", encoder, generator))
-        save_translator(translator, server_home / "translators" / file_stem(encoder.name, generator.name, "mot"))
+        save_translator(translator, server_home / "translators" / TranslationId(encoder.name, generator.name, "mot").file_stem)
     return root / "store"
 
 

@@ -122,24 +122,3 @@ def test_ask_recomputes_the_share_it_names(client, tiny_models):
     assert reply.status_code == 422 and "blend" in reply.json()["error"]
 
 
-def test_ask_and_chat_pass_the_context_scale_they_name_and_refuse_a_bad_one(client, tiny_models, monkeypatch):
-    import cag.server.service as service
-
-    seen, real = [], service.ask
-
-    def spy(*args, **kwargs):
-        seen.append(kwargs["context_scale"])
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(service, "ask", spy)
-    body = {"question": QUESTION, "model": tiny_models["generator"], "top_k": 2, "max_new_tokens": 4}
-    plain = client.post("/v1/ask", json={**body, "mode": "translated"}).json()
-    same = client.post("/v1/ask", json={**body, "mode": "translated-scaled", "context_scale": 1.0}).json()
-    assert same["mode"] == "translated-scaled" and same["answer"] == plain["answer"]  # a scale of 1 changes nothing
-    chat = client.post("/v1/chat/completions", json={"model": tiny_models["generator"], "max_tokens": 4,
-                                                     "messages": [{"role": "user", "content": QUESTION}],
-                                                     "cag": {"mode": "translated-scaled", "context_scale": 0.3}})
-    assert chat.status_code == 200 and seen[-2:] == [1.0, 0.3]
-    for bad in (0, -1):
-        reply = client.post("/v1/ask", json={**body, "mode": "translated-scaled", "context_scale": bad})
-        assert reply.status_code == 422 and "context_scale" in reply.json()["error"]

@@ -70,11 +70,12 @@ def test_the_shipped_translators_answer_from_the_encoders_store(encoder_name, re
     from cag.ingest.pipeline import IngestOptions, ingest
     from cag.retrieval import Retriever
     from cag.store import Store
+    from cag.translations import TranslationId
     from mot.registry import SHIPPED, find_translator
 
     monkeypatch.setenv("CAG_HOME", real_cag_home)
     encoder, lm = load_model(encoder_name), load_model(NAME)
-    found = find_translator(encoder.fingerprint, lm.fingerprint, "mot")
+    found = find_translator(encoder.fingerprint, lm.fingerprint, TranslationId(encoder_name, NAME, "mot"))
     assert found.path is not None and found.path.parent == SHIPPED, found.reason
     store = tmp_path / "store"
     ingest([Path(__file__).resolve().parents[2] / "samples" / "corpus"], store,

@@ -16,6 +16,7 @@ from cag.prompt import prompt_layout
 from mot.alignment import align
 from mot.batched import translate_layers
 from mot.checkpoint import load_translator
+from cag.translations import TranslationId
 from mot.registry import SHIPPED, find_translator
 from mot.token_features import embedding_table, token_features
 
@@ -59,7 +60,8 @@ SHIPPED_PAIRS = [("smollm2-135m", target, kind) for target in ("qwen2.5-coder-0.
 
 @pytest.mark.parametrize("source_name,target,kind", SHIPPED_PAIRS)
 def test_shipped_translators_match_the_models_and_budgets(models, source_name, target, kind):
-    found = find_translator(models[source_name].fingerprint, models[target].fingerprint, kind)
+    found = find_translator(models[source_name].fingerprint, models[target].fingerprint,
+                            TranslationId(source_name, target, kind))
     assert found.path is not None and found.path.parent == SHIPPED, found.reason
     assert found.path.stat().st_size < 25 * 2 ** 20
     translator = load_translator(found.path)

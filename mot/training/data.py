@@ -2,7 +2,7 @@
 
 A window is a context of `chunks` consecutive pieces of a paragraph (each `chunk_tokens` encoder
 tokens, prefilled independently as ingest would) and a continuation: the text that follows it
-(continuation "text"), or a cloze question about the context (mot/cloze.py) laid out as `ask` lays
+(continuation "text"), or a cloze question about the context (mot/training/cloze.py) laid out as `ask` lays
 out a question, followed by the generator's own answer read from the text (continuation "cloze").
 Prepared
 once per window and reused at every step (the models are frozen):
@@ -32,7 +32,7 @@ from cag.errors import CagError
 from cag.kv.chunk_cache import prefill_chunks
 from cag.kv.generate import greedy_generate
 from cag.prompt import prompt_layout
-from mot.cloze import cloze_question
+from mot.training.cloze import cloze_question
 
 log = logging.getLogger(__name__)
 CONTINUATIONS = ("text", "cloze")

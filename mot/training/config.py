@@ -10,11 +10,10 @@ from cag.defaults import DEFAULT_ENCODER, DEFAULT_GENERATOR
 from cag.errors import CagError
 from cag.models.loading import resolve_device
 from mot.checkpoint import check_weight_dtype
-from mot.data import CONTINUATIONS
+from mot.training.data import CONTINUATIONS
 from mot.injection import default_window
-from mot.mixture import KINDS
-from mot.registry import file_stem
-from mot.translator import check_attention
+from cag.translations import TranslationId, TranslatorKind
+from mot.translator import check_attention, check_kind
 
 CORPUS_DIR = Path(__file__).resolve().parent.parent / "data" / "corpus" / "wikitext2"
 DEFAULT_CORPUS = str(CORPUS_DIR / "train_raw_part.jsonl")
@@ -30,7 +29,7 @@ class TrainConfig:
     out: str = ""  # run folder; "" -> runs/train-SOURCE__TARGET__KIND-MODE[-CONTINUATION]
     corpus: tuple = (DEFAULT_CORPUS,)
     heldout_corpus: tuple = (DEFAULT_HELDOUT,)
-    kind: str = "mot"  # mot | single | ridge
+    kind: TranslatorKind = TranslatorKind.MOT  # mot | single | ridge
     mode: str = "full"  # full | window
     window: tuple | None = None  # [start, end) target layers for mode window; default the middle third
     experts: int = 4
@@ -82,15 +81,14 @@ ABSENT_MEANS = {**TrainConfig().to_json(), "target_embeddings": 0, "token_rank":
 
 def check(cfg: TrainConfig) -> None:
     """Refuse bad settings before any model work."""
-    if cfg.kind not in KINDS:
-        raise CagError(f"Unknown translator kind {cfg.kind!r}; choose {', '.join(KINDS)}.")
+    check_kind(cfg.kind)
     if cfg.mode not in MODES:
         raise CagError(f"Unknown mode {cfg.mode!r}; choose {' or '.join(MODES)}.")
     if cfg.continuation not in CONTINUATIONS:
         raise CagError(f"Unknown continuation {cfg.continuation!r}; choose {' or '.join(CONTINUATIONS)}.")
     if cfg.key_loss not in KEY_LOSSES:
         raise CagError(f"Unknown key loss {cfg.key_loss!r}; choose {' or '.join(KEY_LOSSES)}.")
-    if cfg.init and cfg.kind == "ridge":
+    if cfg.init and TranslatorKind(cfg.kind) is TranslatorKind.RIDGE:
         raise CagError("--init continues training a translator; kind ridge has no training (use mot or single).")
     if cfg.steps < 0 or cfg.windows < 1 or cfg.batch < 1:
         raise CagError("--steps must be >= 0, --windows and --batch >= 1.")
@@ -101,7 +99,7 @@ def check(cfg: TrainConfig) -> None:
 
 def default_out(cfg: TrainConfig) -> str:
     suffix = "" if cfg.continuation == "text" else f"-{cfg.continuation}"
-    return str(Path("runs") / f"train-{file_stem(cfg.source, cfg.target, cfg.kind)}-{cfg.mode}{suffix}")
+    return str(Path("runs") / f"train-{TranslationId(cfg.source, cfg.target, cfg.kind).file_stem}-{cfg.mode}{suffix}")
 
 
 def resolve(cfg: TrainConfig, target_layers: int) -> TrainConfig:

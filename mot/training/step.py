@@ -6,8 +6,8 @@ import torch
 
 from mot.alignment import align
 from mot.injection import full_cache, prefix_cache, window_cache
-from mot.losses import layers_nmse, top1_agreement, topk_kl
-from mot.query_metric import layers_query_error
+from mot.training.losses import layers_nmse, top1_agreement, topk_kl
+from mot.training.query_metric import layers_query_error
 from mot.token_features import embedding_table, token_features
 
 
@@ -41,7 +41,7 @@ def chunk_tokens(translator, lm, chunk) -> torch.Tensor | None:
 
 
 def key_error(keys: list, targets: list, key_moments: list | None) -> torch.Tensor:
-    """The keys' reconstruction error: normalized MSE, or with `key_moments` (mot/query_metric.py)
+    """The keys' reconstruction error: normalized MSE, or with `key_moments` (mot/training/query_metric.py)
     the logit error the target's own queries would see."""
     return layers_nmse(keys, targets) if key_moments is None else layers_query_error(keys, targets, key_moments)
 

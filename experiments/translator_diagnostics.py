@@ -7,7 +7,7 @@ import contextlib
 import torch
 
 from cag.models.layers import attention_modules
-from mot.step import run_window
+from mot.training.step import run_window
 
 
 @contextlib.contextmanager

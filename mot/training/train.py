@@ -27,15 +27,16 @@ from cag.kv.chunk_cache import run_prefill
 from cag.models import load_model
 from cag.prompt import prompt_layout
 from cag.progress import Progress
+from cag.translations import TranslatorKind
 from mot.checkpoint import load_translator, read_record, save_translator
-from mot.data import load_window, make_windows, prepare_window, read_paragraphs, save_window
+from mot.training.data import load_window, make_windows, prepare_window, read_paragraphs, save_window
 from mot.injection import default_window
-from mot.query_metric import query_moments, window_sequences
-from mot.ridge import RidgeFit
-from mot.run_folder import append_record, claim, drop_records_after, load_state, lr_at, save_state, train_seconds
-from mot.step import chunk_tokens, chunk_weights, run_window
-from mot.train_config import ABSENT_MEANS, TrainConfig, check, resolve
-from mot.translator import Translator, make_spec
+from mot.training.query_metric import query_moments, window_sequences
+from mot.training.ridge import RidgeFit
+from mot.training.run_folder import append_record, claim, drop_records_after, load_state, lr_at, save_state, train_seconds
+from mot.training.step import chunk_tokens, chunk_weights, run_window
+from mot.training.config import ABSENT_MEANS, TrainConfig, check, resolve
+from mot.translator import TrainingRecord, Translator, make_spec
 
 log = logging.getLogger(__name__)
 TRAINING_TASK = "training"  # progress task of the optimizer steps
@@ -79,19 +80,19 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> Path:
         log.info("ridge fit on %d tokens in %.1f s", start["tokens"], time.perf_counter() - started)
     start["seconds"] = time.perf_counter() - started
     metrics_path = run / "metrics.jsonl"
-    if cfg.kind != "ridge" and cfg.steps > 0:
+    if TranslatorKind(cfg.kind) is not TranslatorKind.RIDGE and cfg.steps > 0:
         moments = _key_moments(run, target, train_set, t_prefix, cfg) if cfg.key_loss == "query" else None
         _optimize(translator, target, prefix_kv, len(t_prefix), train_set, heldout, cfg, run,
                   metrics_path, progress, moments)
     translator.eval()
     final = evaluate(translator, target, prefix_kv, len(t_prefix), heldout, cfg)
-    spec.training = {**cfg.to_json(), "train_tokens": start["tokens"],
-                     **({"init_weights_sha256": start["init_weights_sha256"]} if cfg.init else {}),
-                     "train_seconds": round(train_seconds(metrics_path) + start["seconds"], 1),
-                     "prepare_seconds_this_session": round(prepare_seconds, 1),
-                     "parameters": translator.parameter_count(),
-                     "target_parameters": sum(p.numel() for p in target.model.parameters())}
-    spec.metrics = {"heldout": final}
+    training = {**cfg.to_json(), "train_tokens": start["tokens"],
+                **({"init_weights_sha256": start["init_weights_sha256"]} if cfg.init else {}),
+                "train_seconds": round(train_seconds(metrics_path) + start["seconds"], 1),
+                "prepare_seconds_this_session": round(prepare_seconds, 1),
+                "parameters": translator.parameter_count(),
+                "target_parameters": sum(p.numel() for p in target.model.parameters())}
+    translator.record = TrainingRecord(training, {"heldout": final})
     append_record(metrics_path, {"event": "final", **final})
     save_translator(translator, run / "translator", cfg.dtype)
     return run
@@ -101,18 +102,18 @@ def _initial_translator(path: str, spec) -> tuple:
     """The translator at `path` (verified), to continue training from: its shape must be the one
     this run's options make (same models, layer map, experts, embeddings...)."""
     translator = load_translator(Path(path))
-    # (through JSON both ways: a loaded spec holds lists where a made one holds tuples)
+    # through JSON both ways: a loaded geometry holds lists where a made one holds tuples
     held, wanted = (json.loads(json.dumps(s.to_dict())) for s in (translator.spec, spec))
-    differ = sorted(k for k in wanted if k not in ("training", "metrics") and held.get(k) != wanted[k])
+    differ = sorted(k for k in wanted if held.get(k) != wanted[k])
     if differ:
         raise CagError(f"--init {path} is a translator of another shape ({', '.join(differ)} differ "
                        "from this run's options); pass the options it was trained with.")
-    translator.spec = spec  # this run's training record replaces the one it was loaded with
+    translator.record = TrainingRecord()  # this run's training record replaces the one it was loaded with
     return translator.train(), read_record(Path(path))
 
 
 def _key_moments(run: Path, target, train_set: list, t_prefix, cfg: TrainConfig) -> list:
-    """The target's query moments per layer (mot/query_metric.py) over the first training
+    """The target's query moments per layer (mot/training/query_metric.py) over the first training
     windows (prefix, chunks read in one pass, continuation); computed once, kept in the run."""
     path = run / "query_moments.safetensors"
     if path.is_file():

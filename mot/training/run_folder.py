@@ -1,6 +1,6 @@
-"""What every training run folder shares (translators, mot/train.py; reader adapters,
-mot/reader_train.py): a config claimed once, metrics appended as JSON Lines, the learning-rate
-schedule, the records a resumed run drops and sums, and the checkpointed optimizer state."""
+"""What a training run folder holds besides the model (mot/training/train.py): a config claimed
+once, metrics appended as JSON Lines, the learning-rate schedule, the records a resumed run drops
+and sums, and the checkpointed optimizer state."""
 
 import json
 import logging
