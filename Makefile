@@ -4,7 +4,7 @@
 VENV ?= .venv
 STAMP := $(VENV)/.cag-setup-done
 
-.PHONY: setup setup-large demo test test-slow bench
+.PHONY: setup setup-large demo test test-slow test-lab bench
 
 $(STAMP): pyproject.toml scripts/setup.sh
 	CAG_VENV=$(VENV) bash scripts/setup.sh
@@ -32,6 +32,10 @@ test: setup
 
 test-slow: setup
 	$(VENV)/bin/python -m pytest -q -m slow -s
+
+# the lab's own tests (experiments/: probes and drivers; not in the default run)
+test-lab: setup
+	$(VENV)/bin/python -m pytest -q experiments/tests
 
 bench: setup
 	$(VENV)/bin/python benchmarks/bench_foundation.py

@@ -162,7 +162,7 @@ class PreparedRun:
             todo = [m for m in self.modes if (example["id"], m) not in done]
             progress.advance(EXAMPLES_TASK, len(self.modes) - len(todo))
             if todo:
-                work.append((example, _context_rows(self.store, locs, example, config, embedder), todo))
+                work.append((example, context_rows(self.store, locs, example, config, embedder), todo))
         return work
 
 
@@ -179,7 +179,7 @@ def prepare_run(config: EvalConfig, progress: Progress, ingest_fn=ingest, check_
     # the report covers every mode the folder holds, also those of earlier runs with other --modes
     reported = _start_or_resume(run, {**asdict(config), "task": task, "dataset_path": str(path), "modes": list(modes),
                                       "reuse_caches": [str(p) for p in config.reuse_caches]})
-    store, locators = _build_store(run, config, task, examples, modes, _PrefillOnly(progress), ingest_fn)
+    store, locators = build_store(run, config, task, examples, modes, _PrefillOnly(progress), ingest_fn)
     return PreparedRun(config, run, task, modes, reported, examples, store, locators)
 
 
@@ -296,7 +296,7 @@ class _PrefillOnly(Progress):
             self.progress.advance(PASSAGES_TASK, n, **info)
 
 
-def _build_store(run: Path, config: EvalConfig, task: str, examples: list, modes: tuple,
+def build_store(run: Path, config: EvalConfig, task: str, examples: list, modes: tuple,
                  progress: Progress, ingest_fn=ingest):
     """Ingest every example's passages (the real ingest path); locators per example."""
     records, locators = [], []
@@ -349,7 +349,7 @@ def _follow_moved_run(store_dir: Path, contexts: Path) -> None:
         store.close()
 
 
-def _context_rows(store: Store, locs, example: dict, config: EvalConfig, embedder) -> list:
+def context_rows(store: Store, locs, example: dict, config: EvalConfig, embedder) -> list:
     """Chunk rows for one example in assembly order."""
     path, locators = locs
     rows = [row for loc in locators for row in store.catalog.chunks_of(path, loc)]

@@ -35,7 +35,7 @@ from cag.models import load_model  # noqa: E402
 from cag.progress import Progress  # noqa: E402
 from cag.prompt import prompt_layout  # noqa: E402
 from eval.datasets import load_examples, resolve_dataset, sample  # noqa: E402
-from eval.runner import EvalConfig, _build_store, _context_rows  # noqa: E402
+from eval.runner import EvalConfig, build_store, context_rows  # noqa: E402
 
 
 def answer_positions(rows: list, passage: str, answer: str, answer_start: int, tokenizer,
@@ -71,7 +71,7 @@ def main() -> None:
     path, task = resolve_dataset("squad", None)
     examples = sample(load_examples(path, task), task, args.offset + args.count, 0)[args.offset:]
     config = EvalConfig(dataset="squad", model=args.model, modes=("translated",), out=args.run)
-    store, locators = _build_store(Path(args.run), config, task, examples, ("translated",), Progress())
+    store, locators = build_store(Path(args.run), config, task, examples, ("translated",), Progress())
     lm = load_model(args.model, "fp32", "cpu")
     layout = prompt_layout(lm.tokenizer)
 
@@ -84,7 +84,7 @@ def main() -> None:
     covered = {(r, f): [] for r in rules for f in fractions}
     skipped, start = 0, time.perf_counter()
     for n, (example, locs) in enumerate(zip(examples, locators), 1):
-        rows = _context_rows(store, locs, example, config, None)
+        rows = context_rows(store, locs, example, config, None)
 
         q_ids = layout.question_ids(lm.tokenizer, example["question"])
         context = get_mode("translated").build(ContextRequest(store, lm, layout, rows, q_ids)).context

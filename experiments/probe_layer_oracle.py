@@ -35,7 +35,7 @@ from cag.progress import Progress  # noqa: E402
 from cag.prompt import prompt_layout  # noqa: E402
 from eval.datasets import load_examples, resolve_dataset, sample  # noqa: E402
 from eval.metrics import bootstrap_difference_ci, squad_scores  # noqa: E402
-from eval.runner import EvalConfig, _build_store, _context_rows  # noqa: E402
+from eval.runner import EvalConfig, build_store, context_rows  # noqa: E402
 
 
 def variants(num_layers: int, groups: int) -> dict:
@@ -89,7 +89,7 @@ def native_and_translated(store, examples, locators, config, lm, layout):
     """Per example, in order: (example, its chunk rows, the question's ids, its native context,
     its translated context), both assembled as ask assembles them, over the same tokens."""
     for example, locs in zip(examples, locators):
-        rows = _context_rows(store, locs, example, config, None)
+        rows = context_rows(store, locs, example, config, None)
         q_ids = layout.question_ids(lm.tokenizer, example["question"])
         native = get_mode("native").build(ContextRequest(store, lm, layout, rows, [])).context
         translated = get_mode("translated").build(ContextRequest(store, lm, layout, rows, [])).context
@@ -130,7 +130,7 @@ def main() -> None:
     examples = sample(load_examples(path, task), task, args.count, 0)
     modes = ("native", "translated")
     config = EvalConfig(dataset="squad", model=args.model, modes=modes, out=args.run)
-    store, locators = _build_store(Path(args.run), config, task, examples, modes, Progress())
+    store, locators = build_store(Path(args.run), config, task, examples, modes, Progress())
     lm = load_model(args.model, "fp32", "cpu")
     layout = prompt_layout(lm.tokenizer)
     named = variants(lm.geometry.num_layers, args.groups)

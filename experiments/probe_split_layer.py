@@ -50,7 +50,7 @@ from cag.progress import Progress  # noqa: E402
 from cag.prompt import prompt_layout  # noqa: E402
 from eval.datasets import load_examples, resolve_dataset, sample  # noqa: E402
 from eval.metrics import bootstrap_difference_ci, squad_scores  # noqa: E402
-from eval.runner import EvalConfig, _build_store  # noqa: E402
+from eval.runner import EvalConfig, build_store  # noqa: E402
 from mot.alignment import align  # noqa: E402
 from mot.checkpoint import load_translator  # noqa: E402
 from mot.training.data import make_windows, read_paragraphs  # noqa: E402
@@ -250,7 +250,7 @@ def main() -> None:
     examples = sample(load_examples(path, task), task, args.count, 0)
     modes = ("native", "translated")
     config = EvalConfig(dataset="squad", model=args.model, modes=modes, out=args.run)
-    store, locators = _build_store(Path(args.run), config, task, examples, modes, Progress())
+    store, locators = build_store(Path(args.run), config, task, examples, modes, Progress())
     layout = prompt_layout(target.tokenizer)
     names = ["native", "translated"] + [f"split {s}" for s in splits]
     names += [f"split {s}, native residual" for s in splits] if args.native_residual else []

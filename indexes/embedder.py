@@ -17,7 +17,7 @@ class EmbedderLoadError(ValueError):
     """The sentence-transformers model could not be loaded."""
 
 
-def _packaged_path(name: str) -> Path | None:
+def packaged_path(name: str) -> Path | None:
     module = PACKAGED.get(name)
     spec = importlib.util.find_spec(module) if module else None
     if spec is None or not spec.submodule_search_locations:
@@ -32,7 +32,7 @@ class Embedder:
         from sentence_transformers import SentenceTransformer  # heavy: only when an embedder is built
 
         self.name = name
-        target = _packaged_path(name) or name
+        target = packaged_path(name) or name
         try:
             self.model = SentenceTransformer(str(target), device=device or "cpu")
         except Exception as exc:  # missing hub model, bad folder: many exception types

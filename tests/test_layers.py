@@ -114,3 +114,16 @@ def test_the_checks_see_a_back_arrow_and_a_cycle():
     graph = import_graph()
     assert "indexes.faiss_index" in graph["cag.store.store"]  # edges are read at all
     assert "mot.contexts" in reachable(graph, "mot.modes")
+
+
+def test_the_lab_and_the_benchmarks_import_no_private_name_of_the_product():
+    """experiments/ and benchmarks/ use the product through its public names only."""
+    private = []
+    for folder in ("experiments", "benchmarks", "scripts"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if (isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+                        and node.module.split(".")[0] in PACKAGES):
+                    private += [f"{path.relative_to(ROOT)}: {node.module}.{a.name}" for a in node.names
+                                if a.name.startswith("_")]
+    assert not private, "\n".join(private)

