@@ -12,15 +12,21 @@ before the question.
 
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from cag.defaults import DEFAULT_BLEND, DEFAULT_BLEND_SELECT, DEFAULT_GENERATOR, DEFAULT_MIN_RETENTION
+from cag.defaults import (DEFAULT_BLEND, DEFAULT_BLEND_SELECT, DEFAULT_GENERATOR, DEFAULT_MAX_NEW_TOKENS,
+                          DEFAULT_MIN_RETENTION, DEFAULT_TOP_K)
 from cag.errors import CagError
 from cag.kv.assemble import warm_up
 from cag.kv.generate import greedy_generate
 from cag.models import load_model
+from cag.kv.blend import check_blend_options
+from cag.models.loading import check_dtype, device_setting, dtype_setting
 from cag.modes import AutoChooser, ContextRequest, ModeOptions, get_mode
+from cag.modes.registry import AUTO
+from cag.modes.table import mode_help
+from cag.settings import check_at_least, setting
 from cag.prompt import prompt_layout
 from cag.retrieval import Retriever
 from cag.store.store import Store
@@ -54,13 +60,43 @@ class AskResult:
         return data
 
 
-def check_question(question: str, mode: str, top_k: int) -> None:
+def _known_mode(mode: str) -> str:
+    if mode != AUTO:
+        get_mode(mode)  # an unknown mode is refused here, naming the known ones
+    return mode
+
+
+@dataclass(frozen=True)
+class AskOptions:
+    """How a question is answered: the settings of `cag ask`, of the server's asks and of the
+    llama-index adapters, declared once (their CLI options come from these fields)."""
+
+    model: str = setting(DEFAULT_GENERATOR, "Generator: alias (see `cag models`), hub id, model folder or .gguf file.",
+                         short="-m", envvar="CAG_MODEL")
+    mode: str = setting(AUTO, mode_help)
+    top_k: int = setting(DEFAULT_TOP_K, "Chunks to retrieve.", short="-k")
+    max_new_tokens: int = setting(DEFAULT_MAX_NEW_TOKENS, "Answer length limit.", minimum=1)
+    blend: float = setting(DEFAULT_BLEND, "Share of context tokens the -blend modes recompute (those the question "
+                           "attends to most).", minimum=0.0, maximum=1.0)
+    blend_select: str = setting(DEFAULT_BLEND_SELECT, "Which tokens the -blend modes recompute (a registered "
+                                "blend selection; experiments register others).")
+    min_retention: float = setting(DEFAULT_MIN_RETENTION, "Quality gate for --mode auto: use a translator only if "
+                                   "its recorded QA retention (score / direct score) is at least this; below it, the "
+                                   "translated-blend setting recorded beside it if that clears it, else direct.")
+    device: str = device_setting()
+    dtype: str = dtype_setting()
+
+    def __post_init__(self):
+        _known_mode(self.mode)
+        check_at_least("top-k", self.top_k)
+        check_at_least("max-new-tokens", self.max_new_tokens)
+        check_blend_options(self.blend, self.blend_select)
+        check_dtype(self.dtype)
+
+
+def check_question(question: str) -> None:
     if not question or not question.strip():
         raise CagError("The question is empty.")
-    if mode != "auto":
-        get_mode(mode)  # an unknown mode is refused here, naming the known ones
-    if top_k < 1:
-        raise CagError(f"--top-k must be at least 1 (got {top_k}).")
 
 
 def check_question_fits(lm, prefix_tokens: int, question_tokens: int, max_new_tokens: int) -> None:
@@ -72,22 +108,20 @@ def check_question_fits(lm, prefix_tokens: int, question_tokens: int, max_new_to
                        f"{lm.geometry.max_positions:,}. Shorten the question.")
 
 
-def ask(question: str, store_dir: Path | None = None, model: str = DEFAULT_GENERATOR,
-        top_k: int = 3, mode: str = "auto", max_new_tokens: int = 64, on_token=None,
-        lm=None, retriever: Retriever | None = None, min_retention: float | None = None,
-        device: str = "auto", dtype: str = "auto", blend: float = DEFAULT_BLEND,
-        blend_select: str = DEFAULT_BLEND_SELECT) -> AskResult:
-    """Answer `question`; `lm` / `retriever` let callers keep models loaded across questions.
-    `device` / `dtype` place a generator loaded here (see cag.models.loading.resolve_device).
-    `blend_select`: a registered blend selection (cag.kv.blend; experiments register others)."""
-    check_question(question, mode, top_k)
+def ask(question: str, store_dir: Path | None = None, options: AskOptions | None = None, *, on_token=None,
+        lm=None, retriever: Retriever | None = None, **settings) -> AskResult:
+    """Answer `question` with `options` (default AskOptions()), any of its fields overridden by
+    `settings` (ask(q, model=..., top_k=1)); `lm` / `retriever` let callers keep models loaded
+    across questions."""
+    options = replace(options or AskOptions(), **settings)
+    check_question(question)
+    mode, top_k, max_new_tokens = options.mode, options.top_k, options.max_new_tokens
     warm_start = time.perf_counter()
     store = retriever.store if retriever else Store.open(store_dir)
-    lm = lm or load_model(model, dtype, device)
+    lm = lm or load_model(options.model, options.dtype, options.device)
     retriever = retriever or Retriever(store)
     layout = prompt_layout(lm.tokenizer)
-    chooser = AutoChooser(DEFAULT_MIN_RETENTION if min_retention is None else min_retention) \
-        if mode == "auto" else None
+    chooser = AutoChooser(options.min_retention) if mode == AUTO else None
     fixed = None if chooser else get_mode(mode)
     (chooser or fixed).prepare(store, lm)
     retrieves = chooser is not None or fixed.needs_retrieval
@@ -101,9 +135,9 @@ def ask(question: str, store_dir: Path | None = None, model: str = DEFAULT_GENER
     check_question_fits(lm, len(layout.prefix_ids), len(q_ids), max_new_tokens)
     retrieval = retriever.retrieve(question, top_k) if retrieves else None
     rows = [r.chunk for r in reversed(retrieval.results)] if retrieval else []  # best chunk last
-    options, notes = ModeOptions(blend=blend, blend_select=blend_select), []
+    mode_options, notes = ModeOptions(blend=options.blend, blend_select=options.blend_select), []
     if chooser:
-        chosen, options, note = chooser.choose(store, lm, rows, options)
+        chosen, mode_options, note = chooser.choose(store, lm, rows, mode_options)
         notes.append(note)
     else:
         chosen = fixed
@@ -113,7 +147,7 @@ def ask(question: str, store_dir: Path | None = None, model: str = DEFAULT_GENER
     if retrieval and retrieval.clamped_from:
         notes.append(f"--top-k {retrieval.clamped_from} is more than the store's "
                      f"{len(retrieval.results)} chunks; used {len(retrieval.results)}")
-    request = ContextRequest(store, lm, layout, rows, q_ids, options)
+    request = ContextRequest(store, lm, layout, rows, q_ids, mode_options)
     built = chosen.build(request)
     generation_start = time.perf_counter()
     generation = greedy_generate(lm, built.lead_ids + q_ids, built.context, max_new_tokens, on_token)

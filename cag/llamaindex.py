@@ -16,8 +16,8 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.base.response.schema import Response
 from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode
 
-from cag.ask import ask
-from cag.defaults import DEFAULT_GENERATOR
+from cag.ask import AskOptions, ask
+from cag.defaults import DEFAULT_TOP_K
 from cag.models import load_model
 from cag.retrieval import Retriever
 from cag.store import Store
@@ -33,7 +33,7 @@ def _node(chunk, score: float) -> NodeWithScore:
 class CagRetriever(BaseRetriever):
     """Top-k chunks of a cag store for a query, as llama-index nodes (best first)."""
 
-    def __init__(self, store_dir: Path | None = None, top_k: int = 3, **kwargs):
+    def __init__(self, store_dir: Path | None = None, top_k: int = DEFAULT_TOP_K, **kwargs):
         super().__init__(**kwargs)
         self.cag_retriever = Retriever(Store.open(store_dir))
         self.top_k = top_k
@@ -46,17 +46,16 @@ class CagRetriever(BaseRetriever):
 class CagQueryEngine(BaseQueryEngine):
     """Answers with a generator from the store's chunk caches (cag's ask path)."""
 
-    def __init__(self, store_dir: Path | None = None, model: str = DEFAULT_GENERATOR,
-                 mode: str = "auto", top_k: int = 3, max_new_tokens: int = 64, callback_manager=None):
+    def __init__(self, store_dir: Path | None = None, callback_manager=None, **settings):
+        """`settings`: cag.ask.AskOptions fields (model, mode, top_k, max_new_tokens, ...)."""
         super().__init__(callback_manager)
+        self.options = AskOptions(**settings)
         self.retriever = Retriever(Store.open(store_dir))
-        self.lm = load_model(model)
-        self.mode, self.top_k, self.max_new_tokens = mode, top_k, max_new_tokens
+        self.lm = load_model(self.options.model, self.options.dtype, self.options.device)
 
     def _query(self, query_bundle: QueryBundle) -> Response:
         question = query_bundle.query_str
-        result = ask(question, model=self.lm.name, top_k=self.top_k, mode=self.mode,
-                     max_new_tokens=self.max_new_tokens, lm=self.lm, retriever=self.retriever)
+        result = ask(question, options=self.options, lm=self.lm, retriever=self.retriever)
         nodes = [_node(r.chunk, r.score) for r in result.retrieved]
         return Response(response=result.answer, source_nodes=nodes,
                         metadata={"mode": result.mode, "model": result.model, "notes": result.notes,

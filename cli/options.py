@@ -5,31 +5,9 @@ from typing import Annotated
 
 import typer
 
-from cag.errors import CagError
 
 StoreOption = Annotated[Path | None, typer.Option(
     "--store", envvar="CAG_STORE", help="Store folder (default: $CAG_HOME/stores/default).")]
-ModelOption = Annotated[str, typer.Option(
-    "--model", "-m", envvar="CAG_MODEL",
-    help="Generator: alias (see `cag models`), hub id, model folder or .gguf file.")]
-
-DeviceOption = Annotated[str, typer.Option(
-    envvar="CAG_DEVICE", help="Where models run: auto (cuda if torch sees a GPU, else cpu), cpu, cuda, "
-                              "cuda:N or mps.")]
-DtypeOption = Annotated[str, typer.Option(
-    envvar="CAG_DTYPE", help="Compute dtype: auto (bf16 on a GPU, fp32 on CPU), fp32, bf16 or fp16.")]
-
-
-def parse_layer_window(window: str | None) -> list | None:
-    """"START:END" -> [START, END] (generator layers), None -> None."""
-    if window is None:
-        return None
-    try:
-        start, end = (int(x) for x in window.split(":"))
-    except ValueError:
-        raise CagError(f"--window must look like START:END (generator layers), not {window!r}.") from None
-    return [start, end]
-
 RayOption = Annotated[str | None, typer.Option(
     "--ray", help="Run on a Ray cluster: auto (the one this machine belongs to, else a new "
                                     "local one), local (a new local one) or HOST:PORT (docs/cluster.md).")]

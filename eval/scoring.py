@@ -12,6 +12,7 @@ from cag.modes import ContextRequest, ModeOptions, get_mode
 from eval.metrics import squad_scores
 
 GENERATIVE = ("extractive", "multi_doc")
+OPTION_SCORES = ("mean", "sum")  # multiple_choice: an option's mean or summed token log-likelihood
 
 
 def evaluate_example(task: str, mode: str, example: dict, rows: list, store, lm, layout,

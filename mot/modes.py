@@ -23,6 +23,8 @@ class TranslatedMode(ContextMode):
     """The encoder's caches translated into the generator's space by a `kind` translator."""
 
     reads = Reads.ENCODER
+    computes = "the question (and translates the chunks not yet translated, once)"
+    stores = "nothing beyond the encoder's caches (translations are kept for reuse)"
 
     def __init__(self, name: str, kind: TranslatorKind, help: str):
         self.name, self.translator_kind, self.help = name, kind, help
@@ -43,6 +45,7 @@ class TranslatedMode(ContextMode):
 
 class WindowMode(TranslatedMode):
     uses_window = True
+    computes = "the context in the layers outside the window (a prefill's cost) and the question"
 
     def build(self, request: ContextRequest) -> BuiltContext:
         context, timings = window_context(request.store, request.lm, request.layout, request.rows,
@@ -85,9 +88,9 @@ def register_modes() -> None:
     """The `cag.modes` entry point."""
     for mode in (TranslatedMode("translated", TranslatorKind.MOT, "the encoder's caches translated by the MoT translator"),
                  TranslatedMode("single", TranslatorKind.SINGLE,
-                                "the same with the single-path translator (one expert per layer)"),
-                 TranslatedMode("ridge", TranslatorKind.RIDGE, "the same with the closed-form ridge translator"),
+                                "translated, by the single-path translator (one expert per layer, no router)"),
+                 TranslatedMode("ridge", TranslatorKind.RIDGE, "translated, by the closed-form ridge translator (no training)"),
                  WindowMode("translated-window", TranslatorKind.MOT, "the MoT translator's K/V in a window of layers, "
-                            "the generator replaying the context for the others (a prefill's cost)"),
+                            "the generator replaying the context in the others (the paper's method)"),
                  BlendMode("translated-blend", "translated")):
         register(mode)

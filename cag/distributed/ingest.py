@@ -24,7 +24,6 @@ from cag.ingest.pipeline import (FILES_TASK, PREFILL_TASK, FilePlan, IngestOptio
                                  embed_plan, finish_ingest, ingest_spaces, plan_file, reuse_stores,
                                  store_config)
 from cag.ingest.reading import discover
-from cag.kv.serde import check_cache_dtype
 from cag.models.loading import model_identity
 from cag.progress import Progress
 from cag.retrieval import load_embedder
@@ -49,7 +48,6 @@ def ray_ingest(paths: list, store_dir: Path | None = None, options: IngestOption
     start = time.perf_counter()
     progress = progress or Progress()
     roots = check_paths(paths)
-    check_cache_dtype(options.cache_dtype)
     check_existing_store(store_dir, options)
     with connect(ray_options) as cluster:  # first: a wrong address fails before any other work
         encoder = model_identity(options.encoder)  # tokenizer and fingerprint: the workers hold the model

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from llama_index.core import Document
 from llama_index.core.node_parser import SentenceSplitter
 
+from cag.defaults import DEFAULT_CHUNK_TOKENS
 from cag.errors import CagError
 
 
@@ -16,12 +17,16 @@ class TextChunk:
     char_end: int
 
 
+def check_chunking(chunk_tokens: int, overlap: int) -> None:
+    if chunk_tokens < 16:
+        raise CagError(f"--chunk-tokens {chunk_tokens} is too small; use 16 or more.")
+    if not 0 <= overlap < chunk_tokens:
+        raise CagError(f"Chunk overlap {overlap} must be in [0, chunk tokens).")
+
+
 class Chunker:
-    def __init__(self, tokenizer, chunk_tokens: int = 256, overlap: int = 0):
-        if chunk_tokens < 16:
-            raise CagError(f"--chunk-tokens {chunk_tokens} is too small; use 16 or more.")
-        if not 0 <= overlap < chunk_tokens:
-            raise CagError(f"Chunk overlap {overlap} must be in [0, chunk tokens).")
+    def __init__(self, tokenizer, chunk_tokens: int = DEFAULT_CHUNK_TOKENS, overlap: int = 0):
+        check_chunking(chunk_tokens, overlap)
         self.splitter = SentenceSplitter(
             chunk_size=chunk_tokens, chunk_overlap=overlap,
             tokenizer=lambda text: tokenizer.encode(text, add_special_tokens=False),

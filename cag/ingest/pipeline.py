@@ -17,14 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cag.atomic import atomic_write
-from cag.defaults import DEFAULT_EMBEDDER, DEFAULT_ENCODER
+from cag.defaults import DEFAULT_CHUNK_TOKENS, DEFAULT_EMBEDDER, DEFAULT_ENCODER
 from cag.errors import CagError
 from cag.faults import fault_point
-from cag.ingest.chunking import Chunker
+from cag.ingest.chunking import Chunker, check_chunking
 from cag.ingest.reading import UnreadableFile, discover, read_file
 from cag.kv.chunk_cache import ids_sha256, prefill_chunks
-from cag.kv.serde import check_cache_dtype, save_chunk_cache
+from cag.kv.serde import CACHE_DTYPE_HELP, DEFAULT_CACHE_DTYPE, check_cache_dtype, save_chunk_cache
 from cag.models import load_model
+from cag.models.loading import check_dtype, device_setting, dtype_setting
 from cag.models.fingerprint import sha256_hex
 from cag.progress import Progress
 from cag.prompt import prompt_layout
@@ -32,6 +33,7 @@ from cag.store.catalog import NewChunk, doc_label
 from cag.store.spaces import CacheSpace
 from cag.store.store import Store, StoreConfig, check_faiss_factory, store_folder
 from cag.retrieval import load_embedder
+from cag.settings import check_at_least, comma_list, setting
 from indexes.embedder import Embedder
 from indexes.factory import AUTO
 
@@ -41,23 +43,42 @@ FILES_TASK, PREFILL_TASK = "files", "chunks prefilled"  # progress tasks
 
 @dataclass(frozen=True)
 class IngestOptions:
-    encoder: str = DEFAULT_ENCODER
-    embedder: str = DEFAULT_EMBEDDER
-    chunk_tokens: int = 256
+    """How files are ingested: `cag ingest`'s settings (its options come from these fields)."""
+
+    encoder: str = setting(DEFAULT_ENCODER, "The one model that prefills every chunk. With Qwen generators, "
+                           "qwen2.5-coder-0.5b is better: their own caches for the 0.5B, better translations into "
+                           "the 1.5B, half the bytes per token, about 2.3x slower to ingest (docs/results.md, "
+                           "'Which encoder').")
+    embedder: str = setting(DEFAULT_EMBEDDER, "sentence-transformers model for retrieval.")
+    chunk_tokens: int = setting(DEFAULT_CHUNK_TOKENS, "Chunk size in encoder tokens.")
     chunk_overlap: int = 0
-    faiss_factory: str | None = None  # None: the store's own (a new store's: auto); else recorded
-    cache_dtype: str = "fp16"
-    also_for: tuple = ()
-    batch_size: int = 8
-    device: str = "auto"
-    dtype: str = "auto"  # compute dtype of the encoder's prefill (storage: cache_dtype)
+    faiss_factory: str | None = setting(
+        None, "The store's vector index: auto (Flat up to 1,000,000 chunks, then HNSW32), or a FAISS index_factory "
+        "string (Flat, HNSW32, IVF1024,SQ8, ...). Recorded in the store; given again with another value, the index "
+        "is rebuilt. Default: the store's own (auto for a new store).")
+    cache_dtype: str = setting(DEFAULT_CACHE_DTYPE, CACHE_DTYPE_HELP)
+    also_for: tuple = setting((), "Also store this generator's own native caches (repeatable).",
+                              cli_type=list[str] | None, parse=comma_list, show=lambda d: None)
+    batch_size: int = setting(8, "Chunks per prefill batch.", minimum=1)
+    device: str = device_setting()
+    dtype: str = dtype_setting()  # the encoder's prefill (storage: cache_dtype)
     also_for_dtype: str | None = None  # the also_for models' compute dtype (default: dtype)
     # False: chunk, embed and catalog with the encoder but skip its cache prefill, for stores read
     # only natively (an eval without translator modes); a later ingest with True fills them in
     encoder_caches: bool = True
     # other stores whose identical chunk caches (same model, prefix and text: the same file key) are
     # hard-linked (copied across file systems) instead of prefilled again
-    reuse_from: tuple = ()
+    reuse_from: tuple = setting((), "Another store: chunk caches it holds for the same model, prefix and text are "
+                                "hard-linked instead of prefilled (repeatable).", flag="--reuse-caches-from",
+                                cli_type=list[Path] | None, parse=comma_list, show=lambda d: None)
+
+    def __post_init__(self):
+        check_cache_dtype(self.cache_dtype)
+        check_chunking(self.chunk_tokens, self.chunk_overlap)
+        check_at_least("batch-size", self.batch_size)
+        check_dtype(self.dtype)
+        if self.also_for_dtype is not None:
+            check_dtype(self.also_for_dtype)
 
 
 @dataclass
@@ -121,7 +142,6 @@ def ingest(paths: list, store_dir: Path | None = None, options: IngestOptions = 
     start = time.perf_counter()
     progress = progress or Progress()
     roots = check_paths(paths)
-    check_cache_dtype(options.cache_dtype)
     check_existing_store(store_dir, options)
     embedder = embedder or load_embedder(options.embedder)
     if embedder.name != options.embedder:

@@ -29,6 +29,11 @@ from cag.kv.quantize import GROUPS_BEFORE_RECORDED, SCHEMES, can_rotate, dequant
 
 STORAGE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 CACHE_DTYPES = (*STORAGE_DTYPES, *SCHEMES)  # what `cag ingest --cache-dtype` takes
+DEFAULT_CACHE_DTYPE = "fp16"  # a new store's
+CACHE_DTYPE_HELP = ("Storage of chunk caches: fp16, bf16, fp32, or int8 / int4 / int4k-int3v (integer codes with "
+                    "per-group ranges, KIVI-style: keys per channel, values per token; 0.52 / 0.27 / 0.24 of fp16's "
+                    "bytes; int4k-int3v: int4 keys over 128 tokens, int3 values over 64 channels after a Hadamard "
+                    "rotation). Translations made from a store below 8 bits are kept in int8.")
 _DTYPE_NAMES = {v: k for k, v in STORAGE_DTYPES.items()}
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 
 from cag.errors import CagError
+from cag.settings import setting
 from cag.models import packaged
 from cag.models.aliases import ALIASES, ModelSpec, resolve_spec
 from cag.models.convert import converted_for, converted_dir, read_manifest, is_converted
@@ -60,6 +61,24 @@ def parse_dtype(dtype) -> torch.dtype:
     if dtype not in DTYPES:
         raise CagError(f"Unknown dtype {dtype!r}; choose one of auto, fp32, bf16, fp16.")
     return DTYPES[dtype]
+
+
+def device_setting(default: str = "auto"):
+    """The `device` field of a config (cag.settings): where models run."""
+    return setting(default, "Where models run: auto (cuda if torch sees a GPU, else cpu), cpu, cuda, cuda:N or mps.",
+                   envvar="CAG_DEVICE")
+
+
+def dtype_setting(default: str = "auto", help: str = "Compute dtype: auto (bf16 on a GPU, fp32 on CPU), fp32, "
+                  "bf16 or fp16."):
+    """The `dtype` field of a config (cag.settings): the models' compute dtype."""
+    return setting(default, help, envvar="CAG_DTYPE")
+
+
+def check_dtype(dtype: str) -> None:
+    """A compute dtype a config may hold: auto or one of DTYPES."""
+    if dtype != "auto":
+        parse_dtype(dtype)
 
 
 def resolve_device(device: str = "auto") -> str:

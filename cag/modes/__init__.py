@@ -12,8 +12,10 @@ from cag.modes.native import NativeMode, assemble_cached, native_space
 from cag.modes.registry import get_mode, mode_names, modes, register
 from cag.modes.text import DirectMode, NoContextMode
 
+REFERENCE = DirectMode.name  # what every other mode's quality is measured against
+
 for _mode in (DirectMode(), NativeMode(), NoContextMode(), BlendMode("native-blend", "native")):
     register(_mode)
 
-__all__ = ["AutoChooser", "AutoOffer", "BlendMode", "BuiltContext", "ContextMode", "ContextRequest",
+__all__ = ["REFERENCE", "AutoChooser", "AutoOffer", "BlendMode", "BuiltContext", "ContextMode", "ContextRequest",
            "ModeOptions", "Reads", "assemble_cached", "get_mode", "mode_names", "modes", "native_space", "register"]

@@ -70,7 +70,9 @@ class ContextMode:
     translator_kind: object | None = None  # the mot.kinds.TranslatorKind it needs, if any
     recomputes: bool = False  # recomputes a share of the context (reads ModeOptions.blend)
     uses_window: bool = False  # reads ModeOptions.window
-    help: str = ""
+    help: str = ""  # what it is, in a line (`cag ask --help`, docs/modes.md: cag.modes.table)
+    computes: str = "the question"  # what the generator computes per question, in words
+    stores: str = "nothing"  # what it needs stored per context token, in words
 
     @property
     def needs_retrieval(self) -> bool:

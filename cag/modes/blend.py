@@ -13,6 +13,7 @@ class BlendMode(DerivedMode):
     """`name` = the `base` mode's context, blended."""
 
     recomputes = True
+    computes = "the question twice and the recomputed share of the context"
 
     def __init__(self, name: str, base: str):
         super().__init__(name, base)

@@ -23,6 +23,10 @@ class DerivedMode(ContextMode):
     def translator_kind(self):
         return self.base.translator_kind
 
+    @property
+    def stores(self) -> str:
+        return self.base.stores
+
     def prepare(self, store, lm) -> None:
         self.base.prepare(store, lm)
 

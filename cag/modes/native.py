@@ -28,6 +28,7 @@ class NativeMode(ContextMode):
     name = "native"
     reads = Reads.NATIVE
     help = "the generator's own stored chunk caches (`cag ingest --also-for MODEL`)"
+    stores = "the generator's own caches (12 KB per token for qwen2.5-coder-0.5b in fp16)"
 
     def missing(self, store, lm, rows: list) -> str | None:
         space = native_space(store, lm, prompt_layout(lm.tokenizer))

@@ -1,7 +1,8 @@
 """The context modes by name. cag registers its own (direct, none, native, native-blend); other
 packages add theirs through the `cag.modes` entry point (a callable run once, on first lookup),
 so cag never imports them: `mot` registers translated, single, ridge, translated-window and
-translated-blend that way (see pyproject.toml)."""
+translated-blend that way (see pyproject.toml). `auto` is no mode but a choice among them
+(cag.modes.auto)."""
 
 import logging
 from importlib.metadata import entry_points
@@ -11,6 +12,7 @@ from cag.modes.base import ContextMode
 
 log = logging.getLogger(__name__)
 ENTRY_POINT_GROUP = "cag.modes"
+AUTO = "auto"  # not a registered mode: cag.modes.auto picks one per question
 _MODES: dict[str, ContextMode] = {}
 _plugins_loaded = False
 
@@ -45,7 +47,7 @@ def get_mode(name: str) -> ContextMode:
 def mode_names(auto: bool = False) -> list[str]:
     """Every registered mode, in registration order (with "auto" first when asked)."""
     _load_plugins()
-    return (["auto"] if auto else []) + list(_MODES)
+    return ([AUTO] if auto else []) + list(_MODES)
 
 
 def modes() -> list[ContextMode]:

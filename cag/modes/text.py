@@ -11,6 +11,7 @@ class DirectMode(ContextMode):
     name = "direct"
     reads = Reads.TEXT
     help = "the retrieved text in the prompt, prefilled by the generator (the quality reference)"
+    computes = "the whole context and the question"
 
     def texts(self, request: ContextRequest) -> list[str]:
         return [row.text for row in request.rows]
@@ -30,6 +31,7 @@ class NoContextMode(DirectMode):
     name = "none"
     reads = Reads.NOTHING
     help = "the question alone (the floor)"
+    computes = "the question"
 
     def texts(self, request: ContextRequest) -> list[str]:
         return []

@@ -5,7 +5,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from cag.defaults import DEFAULT_BLEND
+from cag.defaults import DEFAULT_BLEND, DEFAULT_MAX_NEW_TOKENS, DEFAULT_TOP_K
+from cag.modes.registry import AUTO
 
 BlendShare = Annotated[float, Field(ge=0.0, le=1.0)]  # blend modes: the share of context tokens recomputed
 
@@ -17,9 +18,9 @@ class _Strict(BaseModel):
 class AskBody(_Strict):
     question: str
     model: str | None = None  # default: the server's first --models
-    mode: str = "auto"
-    top_k: int = Field(3, ge=1)
-    max_new_tokens: int = Field(64, ge=1)
+    mode: str = AUTO
+    top_k: int = Field(DEFAULT_TOP_K, ge=1)
+    max_new_tokens: int = Field(DEFAULT_MAX_NEW_TOKENS, ge=1)
     blend: BlendShare = DEFAULT_BLEND
     stream: bool = False
 
@@ -41,8 +42,8 @@ class SessionBody(_Strict):
 class TurnBody(_Strict):
     message: str
     model: str | None = None
-    history_mode: str = "auto"  # auto, native, translated, direct, or any registered mode
-    max_new_tokens: int = Field(64, ge=1)
+    history_mode: str = AUTO  # auto, native, translated, direct, or any registered mode
+    max_new_tokens: int = Field(DEFAULT_MAX_NEW_TOKENS, ge=1)
     blend: BlendShare = DEFAULT_BLEND  # of the history
     remember: bool = True  # false: ask the history without adding this turn to it
     stream: bool = False
@@ -63,8 +64,8 @@ class ChatMessage(BaseModel):
 class CagOptions(_Strict):
     """The `cag` extension field of a chat completion request."""
 
-    mode: str = "auto"
-    top_k: int = Field(3, ge=1)
+    mode: str = AUTO
+    top_k: int = Field(DEFAULT_TOP_K, ge=1)
     blend: BlendShare = DEFAULT_BLEND
 
 

@@ -7,8 +7,9 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from cag.ask import AskResult, ask, check_question
-from cag.defaults import DEFAULT_BLEND
+from cag.ask import AskOptions, AskResult, ask, check_question
+from cag.defaults import DEFAULT_BLEND, DEFAULT_MAX_NEW_TOKENS, DEFAULT_TOP_K
+from cag.modes.registry import AUTO
 from cag.ingest.pipeline import IngestOptions, IngestReport, ingest
 from cag.prompt import prompt_layout
 from cag.retrieval import load_embedder
@@ -29,10 +30,15 @@ log = logging.getLogger(__name__)
 class AskRequest:
     question: str
     model: str
-    mode: str = "auto"
-    top_k: int = 3
-    max_new_tokens: int = 64
+    mode: str = AUTO
+    top_k: int = DEFAULT_TOP_K
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     blend: float = DEFAULT_BLEND  # blend modes: share of context tokens recomputed
+
+    def options(self, min_retention: float) -> AskOptions:
+        """The ask's settings (checked: an unknown mode or a bad share is refused here)."""
+        return AskOptions(model=self.model, mode=self.mode, top_k=self.top_k, max_new_tokens=self.max_new_tokens,
+                          blend=self.blend, min_retention=min_retention)
 
 
 @dataclass
@@ -73,7 +79,8 @@ class CagServer:
     # ---- questions -------------------------------------------------------------------------
     def check_ask(self, request: AskRequest) -> None:
         """Refuse a bad request before it waits in a queue."""
-        check_question(request.question, request.mode, request.top_k)
+        check_question(request.question)
+        request.options(self.config.min_retention)
         self.pool.check_model(request.model)
         if request.top_k > self.config.max_top_k:
             raise HttpError(f"top_k {request.top_k} is over this server's limit of {self.config.max_top_k}.")
@@ -88,10 +95,8 @@ class CagServer:
 
         def job(context):
             with self.gate.reading():
-                result = ask(request.question, model=request.model, top_k=request.top_k, mode=request.mode,
-                             max_new_tokens=request.max_new_tokens, blend=request.blend,
-                             on_token=on_token,
-                             lm=context.lm, retriever=context.retriever, min_retention=self.config.min_retention)
+                result = ask(request.question, options=request.options(self.config.min_retention),
+                             on_token=on_token, lm=context.lm, retriever=context.retriever)
             tokenizer = context.lm.tokenizer
             layout = prompt_layout(tokenizer)
             prompt = len(layout.prefix_ids) + result.context_tokens + len(layout.question_ids(tokenizer, request.question))

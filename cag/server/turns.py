@@ -13,10 +13,11 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from cag.defaults import DEFAULT_BLEND
+from cag.defaults import DEFAULT_BLEND, DEFAULT_MAX_NEW_TOKENS
 from cag.errors import CagError
 from cag.kv.generate import greedy_generate
 from cag.modes import ContextRequest, ModeOptions, Reads, get_mode
+from cag.modes.registry import AUTO
 from cag.prompt import prompt_layout
 from cag.server.errors import HttpError
 from cag.server.sessions import Record, history_rows
@@ -26,8 +27,8 @@ from cag.server.sessions import Record, history_rows
 class TurnRequest:
     message: str
     model: str
-    history_mode: str = "auto"
-    max_new_tokens: int = 64
+    history_mode: str = AUTO
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
     remember: bool = True  # False: the message and the reply are not added to the history
     blend: float = DEFAULT_BLEND  # blend history modes: share of the history's tokens recomputed
 
@@ -57,7 +58,7 @@ def choose_mode(store, lm, wanted: str, rows: list) -> tuple[object, str]:
         return get_mode("none"), "the history is empty: the message is read alone"
     memory = store.config.encoder
     same = lm.fingerprint == store.config.encoder_fingerprint
-    if wanted == "auto":
+    if wanted == AUTO:
         if same:
             return get_mode("native"), f"history read natively: {lm.name} is the session's memory model"
         translated = get_mode("translated")

@@ -22,9 +22,10 @@ from pathlib import Path
 
 from cag.atomic import atomic_write_text
 from cag.errors import CagError, CorruptCacheError, StoreBusyError
+from cag.defaults import DEFAULT_CHUNK_TOKENS
 from cag.home import cag_home
 from cag.kv.chunk_cache import ChunkCache
-from cag.kv.serde import load_chunk_cache
+from cag.kv.serde import DEFAULT_CACHE_DTYPE, load_chunk_cache
 from cag.store.catalog import Catalog
 from cag.store.index_file import load_index, save_index
 from cag.store.spaces import CacheSpace, files_bytes, space_descriptions, walk_caches
@@ -67,9 +68,9 @@ class StoreConfig:
     embedder: str
     embedding_dim: int
     faiss_factory: str = AUTO  # a FAISS index_factory string, or auto (indexes.factory)
-    chunk_tokens: int = 256
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS
     chunk_overlap: int = 0
-    cache_dtype: str = "fp16"
+    cache_dtype: str = DEFAULT_CACHE_DTYPE
     format_version: int = STORE_FORMAT
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from cag.defaults import DEFAULT_ENCODER, DEFAULT_GENERATOR
 from cag.errors import CagError
+from cag.settings import layer_span, setting
 from cag.models.loading import resolve_device
 from mot.checkpoint import check_weight_dtype
 from mot.training.data import CONTINUATIONS
@@ -15,43 +16,67 @@ from mot.injection import default_window
 from cag.translations import TranslationId, TranslatorKind
 from mot.translator import check_attention, check_kind
 
-CORPUS_DIR = Path(__file__).resolve().parent.parent / "data" / "corpus" / "wikitext2"
+CORPUS_DIR = Path(__file__).resolve().parents[2] / "data" / "corpus" / "wikitext2"
 DEFAULT_CORPUS = str(CORPUS_DIR / "train_raw_part.jsonl")
 DEFAULT_HELDOUT = str(CORPUS_DIR / "valid.jsonl")
 MODES = ("full", "window")
 KEY_LOSSES = ("nmse", "query")
 
 
+def _paths(values) -> tuple:
+    return tuple(str(v) for v in values)
+
+
+def _optional_str(value) -> str | None:
+    return str(value) if value else None
+
+
 @dataclass(frozen=True)
 class TrainConfig:
-    source: str = DEFAULT_ENCODER
-    target: str = DEFAULT_GENERATOR
-    out: str = ""  # run folder; "" -> runs/train-SOURCE__TARGET__KIND-MODE[-CONTINUATION]
-    corpus: tuple = (DEFAULT_CORPUS,)
-    heldout_corpus: tuple = (DEFAULT_HELDOUT,)
-    kind: TranslatorKind = TranslatorKind.MOT  # mot | single | ridge
-    mode: str = "full"  # full | window
-    window: tuple | None = None  # [start, end) target layers for mode window; default the middle third
-    experts: int = 4
-    top_k: int = 2
-    rank: int = 24
+    """`cag train`'s settings (its options come from these fields; defaults: the shipped recipe)."""
+
+    source: str = setting(DEFAULT_ENCODER, "Model whose chunk caches are translated (the encoder).")
+    target: str = setting(DEFAULT_GENERATOR, "Generator the caches are translated into.")
+    out: str = setting("", "Run folder (default runs/train-SOURCE__TARGET__KIND-MODE). Re-running the same command "
+                       "resumes it.", cli_type=Path | None, parse=lambda v: str(v or ""), show=lambda d: None)
+    corpus: tuple = setting((DEFAULT_CORPUS,), "Training text: .jsonl (field text) or .txt files or folders; "
+                            "repeatable (default: the packaged wikitext-2 part).", cli_type=list[Path] | None,
+                            parse=lambda v: _paths(v) if v else (DEFAULT_CORPUS,), show=lambda d: None)
+    heldout_corpus: tuple = setting((DEFAULT_HELDOUT,), "Held-out text for evaluation.", flag="--heldout",
+                                    cli_type=list[Path] | None,
+                                    parse=lambda v: _paths(v) if v else (DEFAULT_HELDOUT,), show=lambda d: None)
+    kind: TranslatorKind = setting(TranslatorKind.MOT, "mot (experts + router) | single (one expert per layer) | "
+                                   "ridge (closed form, no training).", cli_type=str, show=str)
+    mode: str = setting("full", "full: every target layer translated (ask's default); window: a window of layers, "
+                        "the generator replays the rest.")
+    window: tuple | None = setting(None, "mode window: target layers START:END (default: the middle third).",
+                                   cli_type=str | None, parse=layer_span)
+    experts: int = setting(4, "Experts per K/V mixture (kind mot).", minimum=1)
+    top_k: int = setting(2, "Experts mixed per token.", minimum=1)
+    rank: int = setting(24, "Hidden width of each expert's MLP.", minimum=1)
     router_hidden: int = 32
-    attention_dim: int = 0  # > 0: chunk attention (both ways) in front of each layer's mixtures
-    attention_heads: int = 4
-    target_embeddings: int = 2  # > 0: the target's embeddings of each token and the ones before it
-    token_rank: int = 512  # > 0: those features through one projection to this width (0: full width)
-    pairs_per_layer: int = 2
-    windows: int = 256
-    heldout_windows: int = 32
-    chunk_tokens: int = 64
-    chunks: int = 2
-    continuation_tokens: int = 32
-    continuation: str = "text"  # text | cloze (a question about the context + the teacher's answer)
-    answer_tokens: int = 12  # cloze: the most tokens of the teacher's answer
+    attention_dim: int = setting(0, "Width of a bidirectional attention over each chunk's tokens in front of every "
+                                 "layer's mixtures (0: none; kinds mot and single).", minimum=0)
+    attention_heads: int = setting(4, "Heads of that attention.", minimum=1)
+    target_embeddings: int = setting(2, "Give every layer's translator the target's own input embeddings of each "
+                                     "token and of the N-1 tokens before it (a table lookup; 0: none).", minimum=0)
+    token_rank: int = setting(512, "Project those embedding features to this width, one map for every layer "
+                              "(fitted in closed form; 0: full width). Smaller and faster translators.", minimum=0)
+    pairs_per_layer: int = setting(2, "Source layers each target layer reads (the ones nearest in relative depth; "
+                                   "their K and V).", flag="--source-layers", minimum=1)
+    windows: int = setting(256, "Training windows prepared from the corpus.", minimum=1)
+    heldout_windows: int = setting(32, "Held-out windows.", minimum=1)
+    chunk_tokens: int = setting(64, "Tokens per context chunk.", minimum=4)
+    chunks: int = setting(2, "Independently prefilled chunks per context.", minimum=1)
+    continuation_tokens: int = setting(32, "Continuation tokens per window (continuation text).", minimum=2)
+    continuation: str = setting("text", "text: the running text after the context; cloze: a fill-in-the-blank "
+                                "question about one fact of the context and the target's own answer from the text "
+                                "(trains for QA).")
+    answer_tokens: int = setting(12, "Continuation cloze: most tokens of the target's answer.", minimum=1)
     teacher_top_k: int = 32
-    steps: int = 120
-    batch: int = 4
-    lr: float = 1e-3
+    steps: int = setting(120, "Optimizer steps.", minimum=0)
+    batch: int = setting(4, "Windows per step.", minimum=1)
+    lr: float = setting(1e-3, "Peak learning rate (AdamW, warmup + cosine).")
     trunk_lr_scale: float = 0.01  # the ridge trunks' learning rate relative to lr
     warmup: int = 20
     weight_decay: float = 0.01
@@ -60,23 +85,30 @@ class TrainConfig:
     w_kl: float = 1.0
     w_continuation_kv: float = 0.5
     w_balance: float = 0.01
-    eval_every: int = 40
-    checkpoint_every: int = 20
-    seed: int = 0
-    device: str = "cpu"
-    dtype: str = "fp16"  # of the saved translator weights
-    data: str | None = None  # prepared windows folder (default OUT/data); shareable between runs
-    init: str | None = None  # a trained translator to continue from (instead of the ridge start)
-    key_loss: str = "nmse"  # nmse | query (keys' error as the target's own queries see it)
+    eval_every: int = setting(40, "Held-out evaluation every N steps.", minimum=1)
+    checkpoint_every: int = setting(20, "Checkpoint every N steps.", minimum=1)
+    seed: int = setting(0, "Seed for window sampling and initialization.")
+    device: str = setting("cpu", "cpu, cuda or cuda:N (training stays on CPU unless asked).")
+    dtype: str = setting("fp16", "Saved weights: fp16, fp32, bf16 or int8 (int8 rows with per-row scales: half of "
+                         "fp16's size).", flag="--weights-dtype")
+    data: str | None = setting(None, "Folder for the prepared windows (default OUT/data); runs with the same models "
+                               "and window settings can share it.", cli_type=Path | None, parse=_optional_str)
+    init: str | None = setting(None, "Continue from this trained translator (NAME or NAME.safetensors, the same "
+                               "options) instead of the ridge start, e.g. a text-trained MoT tuned on --continuation "
+                               "cloze.", cli_type=Path | None, parse=_optional_str)
+    key_loss: str = setting("nmse", "Keys' reconstruction loss: nmse (normalized squared error) or query (the logit "
+                            "error the target's own queries would see).")
     query_windows: int = 64  # key_loss query: training windows the target's queries are read from
+
+    def __post_init__(self):
+        object.__setattr__(self, "kind", check_kind(self.kind))  # a kind's name is accepted
+        check(self)
 
     def to_json(self) -> dict:
         """The config as JSON holds it (tuples as lists), for saving and for comparing with a saved one."""
         return json.loads(json.dumps(asdict(self)))
 
 
-# what a saved config that lacks a key meant: the setting did not exist yet, so it was off
-ABSENT_MEANS = {**TrainConfig().to_json(), "target_embeddings": 0, "token_rank": 0}
 
 
 def check(cfg: TrainConfig) -> None:
@@ -88,13 +120,17 @@ def check(cfg: TrainConfig) -> None:
         raise CagError(f"Unknown continuation {cfg.continuation!r}; choose {' or '.join(CONTINUATIONS)}.")
     if cfg.key_loss not in KEY_LOSSES:
         raise CagError(f"Unknown key loss {cfg.key_loss!r}; choose {' or '.join(KEY_LOSSES)}.")
-    if cfg.init and TranslatorKind(cfg.kind) is TranslatorKind.RIDGE:
+    if cfg.init and cfg.kind is TranslatorKind.RIDGE:
         raise CagError("--init continues training a translator; kind ridge has no training (use mot or single).")
     if cfg.steps < 0 or cfg.windows < 1 or cfg.batch < 1:
         raise CagError("--steps must be >= 0, --windows and --batch >= 1.")
     check_attention(cfg.kind, cfg.attention_dim, cfg.attention_heads)
     check_weight_dtype(cfg.dtype)
     resolve_device(cfg.device)  # a GPU that is not there is refused before any work
+
+
+# what a saved config that lacks a key meant: the setting did not exist yet, so it was off
+ABSENT_MEANS = {**TrainConfig().to_json(), "target_embeddings": 0, "token_rank": 0}
 
 
 def default_out(cfg: TrainConfig) -> str:

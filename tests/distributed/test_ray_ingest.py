@@ -67,7 +67,7 @@ def test_ray_ingest_gives_the_local_store_and_the_same_answers(ray_cluster, tiny
     assert counts(report) == counts(local) and report.files_ingested == 4
     assert_same_store(want, tmp_path / "ray")
     for question in QUESTIONS:  # the generator's own caches, from each store
-        local, remote = (ask(question, folder, tiny_models["generator"], top_k=2, mode="native", max_new_tokens=6)
+        local, remote = (ask(question, folder, model=tiny_models["generator"], top_k=2, mode="native", max_new_tokens=6)
                          for folder in (want, tmp_path / "ray"))
         assert remote.answer == local.answer and remote.sources == local.sources and remote.mode == "native"
     again = ray_ingest([corpus], tmp_path / "ray", options(tiny_models), RayOptions(workers=2))

@@ -71,7 +71,7 @@ def test_encoder_caches_can_wait_for_a_later_ingest(tiny_models, corpus, tmp_pat
     assert [s.role for s in store.spaces()] == ["native"]  # only the generator's caches
     assert first.caches_written == len({c.text_sha256 for c in chunks}) > 0
     assert all(c.n_tokens > 0 for c in chunks)  # chunks still counted in encoder tokens
-    native = ask("How long can the European lobster grow?", tmp_path / "store", generator,
+    native = ask("How long can the European lobster grow?", tmp_path / "store", model=generator,
                  top_k=1, mode="native", max_new_tokens=4)
     assert native.mode == "native" and native.context_tokens > 0
     second = ingest([corpus], tmp_path / "store", options(tiny_models, also_for=(generator,)))
@@ -90,9 +90,9 @@ def test_store_refuses_another_encoder(tiny_models, corpus, tmp_path):
 def test_native_and_direct_agree_with_one_chunk(tiny_models, corpus, tmp_path):
     ingest([corpus], tmp_path / "store", options(tiny_models, also_for=(tiny_models["generator"],)))
     question = "How long can the European lobster grow?"
-    native = ask(question, tmp_path / "store", tiny_models["generator"], top_k=1, mode="native",
+    native = ask(question, tmp_path / "store", model=tiny_models["generator"], top_k=1, mode="native",
                  max_new_tokens=8)
-    direct = ask(question, tmp_path / "store", tiny_models["generator"], top_k=1, mode="direct",
+    direct = ask(question, tmp_path / "store", model=tiny_models["generator"], top_k=1, mode="direct",
                  max_new_tokens=8)
     assert native.mode == "native" and direct.mode == "direct"
     assert native.answer == direct.answer
@@ -103,18 +103,18 @@ def test_native_and_direct_agree_with_one_chunk(tiny_models, corpus, tmp_path):
 
 def test_auto_mode_says_what_it_chose(tiny_models, corpus, tmp_path):
     ingest([corpus], tmp_path / "store", options(tiny_models))
-    result = ask("Who named Mount Elbert?", tmp_path / "store", tiny_models["generator"],
+    result = ask("Who named Mount Elbert?", tmp_path / "store", model=tiny_models["generator"],
                  top_k=2, mode="auto", max_new_tokens=4)
     assert result.mode == "direct" and "no native caches" in result.notes[0]
     with pytest.raises(CagError, match="--also-for"):
-        ask("Who?", tmp_path / "store", tiny_models["generator"], mode="native")
+        ask("Who?", tmp_path / "store", model=tiny_models["generator"], mode="native")
     with pytest.raises(CagError, match="translator"):
-        ask("Who?", tmp_path / "store", tiny_models["generator"], mode="translated")
+        ask("Who?", tmp_path / "store", model=tiny_models["generator"], mode="translated")
 
 
 def test_top_k_above_chunk_count_is_clamped(tiny_models, corpus, tmp_path):
     ingest([corpus / "sub" / "planet.html"], tmp_path / "store", options(tiny_models))
-    result = ask("When was it found?", tmp_path / "store", tiny_models["generator"], top_k=50,
+    result = ask("When was it found?", tmp_path / "store", model=tiny_models["generator"], top_k=50,
                  mode="direct", max_new_tokens=2)
     assert len(result.sources) == Store.open(tmp_path / "store").catalog.counts()["chunks"]
     assert "--top-k 50" in result.notes[0]
@@ -122,7 +122,7 @@ def test_top_k_above_chunk_count_is_clamped(tiny_models, corpus, tmp_path):
 
 def test_none_mode_uses_no_context(tiny_models, corpus, tmp_path):
     ingest([corpus / "mountain.txt"], tmp_path / "store", options(tiny_models))
-    result = ask("Who?", tmp_path / "store", tiny_models["generator"], mode="none", max_new_tokens=2)
+    result = ask("Who?", tmp_path / "store", model=tiny_models["generator"], mode="none", max_new_tokens=2)
     assert result.context_tokens == 0 and result.sources == []
 
 
@@ -150,6 +150,6 @@ def test_asks_find_their_cache_spaces_without_walking_the_cache_files(tiny_model
     (store.caches_folder / "notes").mkdir()  # not cag's
     monkeypatch.setattr(spaces_module, "_walk_shard", lambda *a: pytest.fail("walked a space's cache files"))
     assert sorted(s.role for s in store.spaces()) == ["encoder", "native"] and len(everything) == 2
-    native = ask("How long can the European lobster grow?", tmp_path / "store", generator,
+    native = ask("How long can the European lobster grow?", tmp_path / "store", model=generator,
                  top_k=2, mode="native", max_new_tokens=2)
     assert native.mode == "native" and native.context_tokens > 0

@@ -1,0 +1,68 @@
+"""A command's options made from a frozen config's fields (cag.settings.setting): the default, the
+help and the spelling come from the config, so no command re-declares them.
+
+    @handle_errors
+    @with_config(IngestOptions, ("encoder", "chunk_tokens", ...))
+    def ingest_command(paths: ..., store: ..., config: IngestOptions) -> None: ...
+
+The command's own parameters come first; `config` is made from the generated options' values."""
+
+import dataclasses
+import functools
+import inspect
+from typing import Annotated
+
+import typer
+
+
+def option_parameter(field: dataclasses.Field) -> inspect.Parameter:
+    meta = field.metadata
+    if field.default is not dataclasses.MISSING:
+        default = field.default
+    elif field.default_factory is not dataclasses.MISSING:
+        default = field.default_factory()
+    else:
+        default = ...  # a required option
+    if meta.get("show") and default is not ...:
+        default = meta["show"](default)
+    flag = meta.get("flag") or "--" + field.name.replace("_", "-")
+    kind = meta.get("cli_type") or field.type
+    if kind is bool and "/" not in flag:  # --x/--no-x, as typer spells a bool option it names itself
+        flag = f"{flag}/--no-{flag[2:]}"
+    names = [flag] + ([meta["short"]] if meta.get("short") else [])
+    text = meta.get("help")
+    option = typer.Option(*names, help=(text() if callable(text) else text) or None, envvar=meta.get("envvar"),
+                          min=meta.get("min"), max=meta.get("max"))
+    return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=default,
+                             annotation=Annotated[kind, option])
+
+
+def with_config(config_cls, names: tuple, param: str = "config"):
+    """Decorate a command: options for `names` (fields of `config_cls`, in that order) after its own
+    parameters; it is called with `param` = config_cls(those values, parsed)."""
+    fields = {f.name: f for f in dataclasses.fields(config_cls)}
+    unknown = [n for n in names if n not in fields]
+    if unknown:
+        raise TypeError(f"{config_cls.__name__} has no field(s) {unknown}")
+
+    def decorate(command):
+        own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
+               for p in inspect.signature(command).parameters.values() if p.name != param]
+        generated = [option_parameter(fields[n]) for n in names]
+
+        @functools.wraps(command)
+        def wrapper(**kwargs):
+            values = {}
+            for name in names:
+                parse = fields[name].metadata.get("parse")
+                value = kwargs.pop(name)
+                values[name] = parse(value) if parse else value
+            return command(**kwargs, **{param: config_cls(**values)})
+
+        parameters = own + generated
+        wrapper.__signature__ = inspect.Signature(parameters)
+        wrapper.__annotations__ = {p.name: p.annotation for p in parameters}
+        del wrapper.__wrapped__  # typer reads the signature above, not the command's
+        return wrapper
+
+    return decorate
