@@ -34,6 +34,7 @@ from cag.models import load_model  # noqa: E402
 from cag.progress import Progress  # noqa: E402
 from cag.prompt import prompt_layout  # noqa: E402
 from eval.datasets import load_examples, resolve_dataset, sample  # noqa: E402
+from eval.jsonl import read_text  # noqa: E402
 from eval.metrics import bootstrap_difference_ci, squad_scores  # noqa: E402
 from eval.runner import EvalConfig, _build_store, _context_rows  # noqa: E402
 
@@ -141,7 +142,7 @@ def main() -> None:
         raise SystemExit(f"unknown variants {unknown}; choose from {list(named)}")
     named = {k: v for k, v in named.items() if k == "translated" or k in wanted}
     recorded = {}
-    for line in Path(args.recorded, "predictions.jsonl").read_text().splitlines():
+    for line in read_text(Path(args.recorded, "predictions.jsonl")).splitlines():  # a record's .gz
         r = json.loads(line)
         if r["mode"] == "translated":
             recorded[r["id"]] = r["prediction"]

@@ -2,7 +2,7 @@
 # Issue 6 (translated caches that keep the facts): translators reading the target's own token
 # embeddings, and the query-selected blend. Every command whose result is recorded in
 # records/ (eval runs, training records) or quoted in the README. Run folders go under
-# runs/ (not committed); `python experiments/collect_eval.py RUN` copies a run's records. All at one
+# runs/ (not committed); `python scripts/keep_record.py --force RUN` copies a run's records. All at one
 # thread per job, two jobs side by side on the 2-core CPU. Pass step names to run only some:
 #   bash experiments/run_fact_evals.sh data probes train ship squad blend gemma hotpotqa boolq speed record frontier
 # and the later steps (session 2026-12-02): selection gemma-blend longer
@@ -146,7 +146,7 @@ for step in "${steps[@]}"; do
       for run in runs/squad-200-qwen-{ridge-emb,mot-emb2,mot-r512} runs/squad-200-qwen-mot-emb2-blend-{deviation-0.15,queryall-0.15,query-0.15,query-0.3} \
                  runs/squad-200-qwen-mot-r512-blend-query-{0.15,0.25} runs/squad-200-gemma-{ridge-emb,mot-r512} \
                  runs/{hotpotqa-293,boolq-200}-{qwen,gemma}-emb; do
-        $PY experiments/collect_eval.py $run
+        $PY scripts/keep_record.py --force $run
       done
       for pair in $Q:qwen $G:gemma; do
         gen=${pair%%:*}; short=${pair#*:}; stem=translators/smollm2-135m__${gen}
@@ -206,7 +206,7 @@ for step in "${steps[@]}"; do
       fork $E/hotpotqa-293-budget2k-$G runs/hotpotqa-293-gemma-w768 direct,native,none
       CAG_HOME=$h $EVAL --dataset hotpotqa --context-budget 2048 --model $G --dtype bf16 \
         --modes direct,translated --no-keep-translated --out runs/hotpotqa-293-gemma-w768
-      $PY experiments/collect_eval.py runs/hotpotqa-293-gemma-w768 ;;
+      $PY scripts/keep_record.py --force runs/hotpotqa-293-gemma-w768 ;;
     squad-400)  # the frontier point (qwen, blend 0.25, query) on 200 more SQuAD questions: the run
       # extended to 400 (eval's seeded sample is prefix-stable), its 200 predictions kept
       GEN=$Q
@@ -220,12 +220,12 @@ for step in "${steps[@]}"; do
       out15=runs/squad-400-qwen-mot-r512-blend-query-0.15
       if [ ! -d $out15 ]; then
         $PY experiments/fork_eval_run.py $out $out15 --keep direct,translated
-        grep '"mode": "translated-blend"' $E/squad-200-qwen-mot-r512-blend-query-0.15/predictions.jsonl >> $out15/predictions.jsonl
+        zgrep '"mode": "translated-blend"' $E/squad-200-qwen-mot-r512-blend-query-0.15/predictions.jsonl.gz >> $out15/predictions.jsonl
       fi
       CAG_HOME=$h $EVAL --dataset squad --limit 400 --model $Q --modes direct,translated,translated-blend \
         --blend 0.15 --blend-select query --out $out15
-      $PY experiments/collect_eval.py $out
-      $PY experiments/collect_eval.py $out15
+      $PY scripts/keep_record.py --force $out
+      $PY scripts/keep_record.py --force $out15
       $PY benchmarks/record_translator_qa.py $E/squad-400-qwen-mot-r512-blend-query-0.15 ;;  # auto's records
     cloze-tune)  # the shipped qwen MoT trained on further on cloze continuations (a question about one
       # fact of the context + the generator's own answer read from the text): windows of the data step
@@ -241,7 +241,7 @@ for step in "${steps[@]}"; do
       CAG_HOME=$h $EVAL --dataset squad --limit 200 --model $Q --modes direct,translated \
         --out runs/squad-200-qwen-mot-cloze-tuned
       # (its blend 0.25 run was stopped after full translation showed no change: not recorded)
-      $PY experiments/collect_eval.py runs/squad-200-qwen-mot-cloze-tuned
+      $PY scripts/keep_record.py --force runs/squad-200-qwen-mot-cloze-tuned
       $PY experiments/collect_training.py runs/train-qwen-ridge-emb2-cloze runs/train-qwen-mot-r512-cloze-start \
         runs/train-qwen-mot-r512-cloze-tuned ;;
     oracle)  # where full translation loses the facts: translated caches with some K/V made native
@@ -298,7 +298,7 @@ for step in "${steps[@]}"; do
       fork $E/squad-200-qwen-mot-r512 $out direct,native,none,translated
       CAG_HOME=$h $EVAL --dataset squad --limit 200 --model $Q --modes direct,translated-blend \
         --blend 0.25 --blend-select query-twice --out $out
-      $PY experiments/collect_eval.py $out ;;
+      $PY scripts/keep_record.py --force $out ;;
     *) echo "unknown step $step" >&2; exit 1 ;;
   esac
 done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A larger generator of the same family: qwen2.5-coder-1.5b answering from qwen2.5-coder-0.5b's
 # caches (docs/results.md, "A larger generator of the same family"). Every command whose result is
-# recorded under records/. Run folders go under runs/ (not committed); experiments/collect_eval.py
+# recorded under records/. Run folders go under runs/ (not committed); scripts/keep_record.py
 # and collect_training.py copy their records. One model-heavy job at a time (the CPU is shared).
 #   bash experiments/run_large_evals.sh check train ship squad speed hotpotqa record
 #   bash experiments/run_large_evals.sh train-smollm squad-smollm   (smollm2-135m as the encoder)
