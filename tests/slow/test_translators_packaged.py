@@ -1,6 +1,8 @@
-"""MoT with the packaged models (slow): alignment on the three real tokenizers, the shipped
-translators' budgets and fingerprints, and `ask --mode translated` end to end with them."""
+"""MoT with the packaged models (slow): alignment on the three real tokenizers, the translators'
+budgets and fingerprints (those in translators/, and those that left it, put back from git history
+by scripts/translators_extra.py), and `ask --mode translated` end to end with them."""
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from cag.store import Store
 from cag.prompt import prompt_layout
 from mot.alignment import align
 from mot.batched import translate_layers
-from mot.checkpoint import load_translator
+from mot.checkpoint import load_translator, read_record
 from mot.registry import SHIPPED, find_translator
 from mot.token_features import embedding_table, token_features
 
@@ -52,17 +54,41 @@ def test_alignment_on_real_tokenizers(models, source, target):
         print(f"{source} -> {target}: {s_off.shape[0]} / {t_off.shape[0]} tokens, {a.nearest} nearest-only")
 
 
-SHIPPED_PAIRS = [("smollm2-135m", target, kind) for target in ("qwen2.5-coder-0.5b", "gemma3-270m")
-                 for kind in ("mot", "single", "ridge")] + [("qwen2.5-coder-0.5b", target, "mot")
-                                                            for target in ("gemma3-270m", "smollm2-135m")]
+SHIPPED_PAIRS = [("smollm2-135m", target, "mot") for target in ("qwen2.5-coder-0.5b", "gemma3-270m")]
+EXTRA_PAIRS = [("smollm2-135m", target, kind) for target in ("qwen2.5-coder-0.5b", "gemma3-270m")
+               for kind in ("single", "ridge")] + [("qwen2.5-coder-0.5b", target, "mot")
+                                                   for target in ("gemma3-270m", "smollm2-135m")]
 
 
-@pytest.mark.parametrize("source_name,target,kind", SHIPPED_PAIRS)
-def test_shipped_translators_match_the_models_and_budgets(models, source_name, target, kind):
+@pytest.fixture(scope="module")
+def extra_home(real_cag_home):
+    """$CAG_HOME/translators of the slow tests, holding the translators that left translators/:
+    installed there already (e.g. retrained), else put back from this clone's git history."""
+    spec = importlib.util.spec_from_file_location(
+        "translators_extra", Path(__file__).resolve().parents[2] / "scripts" / "translators_extra.py")
+    extra = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(extra)
+    folder = Path(real_cag_home) / "translators"
+    for name in extra.extra_names():
+        if (folder / f"{name}.safetensors").is_file():
+            continue
+        found = extra.weights_from_history(name, extra.read_extra(name))
+        if found is None:
+            pytest.fail(f"{name} is not in this clone's history: `CAG_HOME={real_cag_home} make "
+                        "translators-extra RETRAIN=1` trains it again (long), or use a full clone")
+        extra.install(name, found[1], home=Path(real_cag_home))
+    return folder
+
+
+@pytest.mark.parametrize("source_name,target,kind", SHIPPED_PAIRS + EXTRA_PAIRS)
+def test_translators_match_the_models_and_budgets(models, extra_home, source_name, target, kind, monkeypatch):
+    monkeypatch.setenv("CAG_HOME", str(extra_home.parent))  # not the test's own empty home
     found = find_translator(models[source_name].fingerprint, models[target].fingerprint, kind)
-    assert found.path is not None and found.path.parent == SHIPPED, found.reason
+    where = SHIPPED if (source_name, target, kind) in SHIPPED_PAIRS else extra_home
+    assert found.path is not None and found.path.parent == where, found.reason
     assert found.path.stat().st_size < 25 * 2 ** 20
-    translator = load_translator(found.path)
+    translator = load_translator(found.path)  # its weights' sha256 checked against the record
+    assert translator.fingerprint() == read_record(found.path)["fingerprint"]
     generator_parameters = sum(p.numel() for p in models[target].model.parameters())
     assert translator.parameter_count() < 0.10 * generator_parameters
     # the batched inference path (bf16 where native) gives the training path's translation
