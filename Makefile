@@ -41,6 +41,7 @@ test-slow: setup
 translators-extra: setup
 	$(VENV)/bin/python scripts/translators_extra.py $(if $(RETRAIN),--retrain)
 
+# results go to runs/benchmarks/ (--out of each); a record in records/ is kept on purpose (--out records/...)
 bench: setup
 	$(VENV)/bin/python benchmarks/bench_foundation.py
 	$(VENV)/bin/python benchmarks/bench_ask.py

@@ -22,7 +22,7 @@ Usage: python benchmarks/bench_translated_speed.py [--encoder smollm2-135m] [--g
 Needs an installed MoT translator from the encoder to the generator (`cag train`), and the single
 and ridge ones when --modes names them (the default does): `make translators-extra` installs the
 recorded ones (records/translators/); without them, leave single and ridge out of --modes.
-Writes records/translated_speed-GENERATOR.json (or --out).
+Writes runs/benchmarks/translated_speed-GENERATOR.json (or --out).
 """
 
 import argparse
@@ -106,7 +106,7 @@ def main() -> None:
     parser.add_argument("--one-shot", action="store_true", help="also time one `cag ask --json` process per mode")
     parser.add_argument("--readers", action="store_true", help="also time the reader modes (installed "
                         "reader adapters needed)")
-    parser.add_argument("--out", type=Path, default=None, help="result file (default records/"
+    parser.add_argument("--out", type=Path, default=None, help="result file (default runs/benchmarks/"
                         "translated_speed-GENERATOR.json)")
     args = parser.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
@@ -173,7 +173,8 @@ def main() -> None:
               "translation_cost_vs_prefill": round(translate_med / prefill_med, 4),
               "translator_parameters": translator.parameter_count(),
               **({"one_shot": one_shot} if one_shot else {})}
-    out = args.out or ROOT / "records" / f"translated_speed-{args.generator}.json"
+    out = args.out or ROOT / "runs" / "benchmarks" / f"translated_speed-{args.generator}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
 

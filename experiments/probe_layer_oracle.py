@@ -12,7 +12,7 @@ about two fifths of the gap).
 
 Questions: the first COUNT of the evaluated SQuAD 200 (eval's seeded draw), so `translated` here
 reproduces the recorded eval run's translated answers (checked and printed). Uses the installed
-MoT translator ($CAG_HOME/translators). Writes records/layer_oracle-MODEL.json.
+MoT translator ($CAG_HOME/translators). Writes runs/probes/layer_oracle-MODEL.json (or --out).
 """
 
 import argparse
@@ -172,7 +172,8 @@ def main() -> None:
         result["variants"][name] = {"f1": round(f1, 2), "minus_translated": [round(mean, 2), round(lo, 2), round(hi, 2)],
                                     "share_of_gap": round(share, 3)}
         print(f"{name:<28}{f1:7.2f}  {mean:+6.2f} [{lo:+.2f}, {hi:+.2f}]{share:>16.2f}")
-    out = Path(args.out or f"records/layer_oracle-{args.model}{'-' + args.tag if args.tag else ''}.json")
+    out = Path(args.out or f"runs/probes/layer_oracle-{args.model}{'-' + args.tag if args.tag else ''}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}")
 

@@ -132,7 +132,8 @@ for step in "${steps[@]}"; do
     speed)  # TTFT of every mode at 2,160 tokens with the shipped translators (one alternating run)
       GEN=$Q
       h=$(translator_home $GEN mot=runs/train-qwen-mot-r512/translator ridge=runs/ship/qwen-ridge)
-      CAG_HOME=$h $PY benchmarks/bench_translated_speed.py --repeats 2 --blends 0.15,0.25,0.3,0.5 --selects deviation,query ;;
+      CAG_HOME=$h $PY benchmarks/bench_translated_speed.py --repeats 2 --blends 0.15,0.25,0.3,0.5 --selects deviation,query \
+        --out records/translated_speed-$Q.json ;;
     frontier)  # retention on SQuAD (the shipped MoT's points on 400 questions, the others on 200)
       # against the speedup; the plot and its points
       $PY benchmarks/plot_frontier.py --speed records/translated_speed-$Q.json \
@@ -159,7 +160,7 @@ for step in "${steps[@]}"; do
         $E/squad-200-qwen-mot-r512-blend-query-0.15 $E/squad-200-gemma-ridge-emb $E/squad-200-gemma-mot-r512 ;;
     selection)  # which tokens to recompute: gold-answer coverage on 150 passages outside the evaluated
       # 200 (records/blend_selection-*.json), then the best-covering rule on QA at 0.25
-      $PY experiments/probe_blend_selection.py --count 150
+      $PY experiments/probe_blend_selection.py --count 150 --out records/blend_selection-$Q.json
       GEN=$Q
       h=$(translator_home $GEN mot=translators/smollm2-135m__${Q}__mot)  # the shipped MoT
       out=runs/squad-200-qwen-mot-r512-blend-query-span-0.25
@@ -247,8 +248,9 @@ for step in "${steps[@]}"; do
     oracle)  # where full translation loses the facts: translated caches with some K/V made native
       GEN=$Q
       h=$(translator_home $GEN mot=translators/smollm2-135m__${Q}__mot)
-      CAG_HOME=$h $PY experiments/probe_layer_oracle.py --count 80
-      CAG_HOME=$h $PY experiments/probe_layer_oracle.py --count 80 --only "native 16-23,native keys 16-23" --tag upper ;;
+      CAG_HOME=$h $PY experiments/probe_layer_oracle.py --count 80 --out records/layer_oracle-$Q.json
+      CAG_HOME=$h $PY experiments/probe_layer_oracle.py --count 80 --only "native 16-23,native keys 16-23" --tag upper \
+        --out records/layer_oracle-$Q-upper.json ;;
     key-loss)  # keys' reconstruction as the generator's queries see it (mot/query_metric.py): the
       # per-layer probe, then the shipped recipe with --key-loss query, from the ridge start and
       # continuing the shipped MoT; SQuAD 200 with the encoder caches of a 400-question store
@@ -264,7 +266,7 @@ for step in "${steps[@]}"; do
         --data runs/data-qwen-text --out runs/train-qwen-mot-r512-kq-tuned
       $PY experiments/probe_key_error.py --data runs/data-qwen-text \
         --translator shipped-mot=translators/smollm2-135m__${Q}__mot --translator ridge=runs/train-qwen-ridge-emb2-r512/translator \
-        --translator kq-mot=runs/train-qwen-mot-r512-kq/translator --translator kq-tuned=runs/train-qwen-mot-r512-kq-tuned/translator
+        --translator kq-mot=runs/train-qwen-mot-r512-kq/translator --translator kq-tuned=runs/train-qwen-mot-r512-kq-tuned/translator --out records/key_error-$Q.json
       for name in kq kq-tuned; do squad_translated $name; done ;;
     capacity)  # the shipped recipe (120 steps) with chunk attention in front of each layer's
       # mixtures, and with 8 experts instead of 4; SQuAD 200 translated
@@ -288,9 +290,9 @@ for step in "${steps[@]}"; do
       GEN=$Q
       h=$(translator_home $GEN mot=translators/smollm2-135m__${Q}__mot)
       CAG_HOME=$h $PY experiments/probe_layer_oracle.py --count 80 --tag split \
-        --only "native,native 12-23,native 16-23,native 18-23,native 20-23"
+        --only "native,native 12-23,native 16-23,native 18-23,native 20-23" --out records/layer_oracle-$Q-split.json
       CAG_HOME=$h $PY experiments/probe_split_layer.py --splits 16,18,20 --fit-chunks 256 --held-out 32 \
-        --count 80 --run runs/probe-split ;;
+        --count 80 --run runs/probe-split --out records/split_layer-$Q.json ;;
     query-twice)  # blend selection query in two rounds (the question read again between), SQuAD 200 at 0.25
       GEN=$Q
       h=$(translator_home $GEN mot=translators/smollm2-135m__${Q}__mot)

@@ -128,7 +128,7 @@ for step in "${steps[@]}"; do
       $PY benchmarks/record_translator_qa.py records/eval/squad-200-$G ;;
     speed)  # TTFT of every ask mode at ~2,048 tokens, one alternating run
       $PY benchmarks/bench_translated_speed.py --generator $Q --repeats 2 --blends 0.15,0.25,0.3,0.5 \
-        --selects deviation,starts ;;
+        --selects deviation,starts --out records/translated_speed-$Q.json ;;
     frontier)  # retention against TTFT speedup at ~2,048 tokens (after the speed benchmark and the runs above)
       E=records/eval
       series=(--eval "SQuAD 200=$E/squad-200-$Q" --eval "SQuAD 200, cloze MoT=$E/squad-200-$Q-mot-cloze:translated=MoT cloze")
