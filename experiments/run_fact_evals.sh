@@ -153,7 +153,7 @@ for step in "${steps[@]}"; do
         gen=${pair%%:*}; short=${pair#*:}; stem=translators/smollm2-135m__${gen}
         for ext in safetensors json; do
           cp runs/train-$short-mot-r512/translator.$ext ${stem}__mot.$ext
-          cp runs/ship/$short-ridge.$ext ${stem}__ridge.$ext
+          cp runs/ship/$short-ridge.$ext ${stem}__ridge.$ext  # since moved: records/translators/ (make translators-extra)
         done
       done
       $PY benchmarks/record_translator_qa.py $E/squad-200-qwen-ridge-emb $E/squad-200-qwen-mot-r512 \

@@ -1,6 +1,7 @@
 """Record finished SQuAD eval runs' translator retentions in the shipped translators' JSON
 (`spec.metrics.qa`, what `ask --mode auto` gates on, and `spec.metrics.qa_blend`, the
-translated-blend setting auto falls back to); weights and fingerprints stay unchanged.
+translated-blend setting auto falls back to); weights and fingerprints stay unchanged. A translator
+no set-up uses has its JSON in records/translators/ (make translators-extra): recorded there.
 
 Usage: python scripts/record_translator_qa.py RUN [RUN ...]
   e.g. records/eval/squad-200-gemma3-270m
@@ -18,6 +19,7 @@ from mot.checkpoint import record_qa
 from mot.registry import SHIPPED
 
 ROOT = Path(__file__).resolve().parent.parent
+RECORDED = ROOT / "records" / "translators"  # the extra translators' JSON (their weights in git history)
 
 
 def main() -> None:
@@ -27,9 +29,11 @@ def main() -> None:
     for run in args.runs:
         config = json.loads((run / "config.json").read_text())
         for (kind, key), result in qa_results(run, str(run.resolve().relative_to(ROOT))).items():
-            checkpoint = SHIPPED / f"{config['encoder']}__{config['model']}__{kind}.safetensors"
-            if not checkpoint.is_file():
-                print(f"no shipped {kind} translator for {config['encoder']} -> {config['model']}; skipped")
+            name = f"{config['encoder']}__{config['model']}__{kind}"
+            checkpoint = next((folder / f"{name}.safetensors" for folder in (SHIPPED, RECORDED)
+                               if (folder / f"{name}.json").is_file()), None)
+            if checkpoint is None:
+                print(f"no shipped or recorded {kind} translator for {config['encoder']} -> {config['model']}; skipped")
                 continue
             record_qa(checkpoint, result, key)
             print(f"{checkpoint.name} {key}: retention {result['retention']} {result['retention_ci95']}")

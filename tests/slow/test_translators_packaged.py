@@ -3,6 +3,7 @@ budgets and fingerprints (those in translators/, and those that left it, put bac
 by scripts/translators_extra.py), and `ask --mode translated` end to end with them."""
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,24 @@ def test_ask_translated_with_the_shipped_translator(models, tmp_path):
     assert translated.mode == "translated" and translated.answer
     assert translated.context_tokens == direct.context_tokens
     assert translated.timings_ms["translate"] > 0
+
+
+@pytest.mark.parametrize("name", sorted(p.name[:-len(".safetensors")] for p in SHIPPED.glob("*.safetensors")))
+def test_every_shipped_translator_keeps_its_recorded_fingerprint(name):
+    """The weights of every shipped translator (the default tests read the default set-up's alone)
+    load into the fingerprint their record holds; no model needed."""
+    path = SHIPPED / f"{name}.safetensors"
+    assert load_translator(path).fingerprint() == read_record(path)["fingerprint"]
+
+
+def test_the_extra_translators_keep_their_recorded_fingerprints(extra_home):
+    """Those put back from history are the recorded ones (retrained ones carry their own record);
+    the single paths' records predate chunk attention and token embeddings, and those absent spec
+    fields must not change who they are."""
+    recorded = Path(__file__).resolve().parents[2] / "records" / "translators"
+    for path in sorted(extra_home.glob("*.safetensors")):
+        record = read_record(path)
+        original = json.loads((recorded / f"{path.name[:-len('.safetensors')]}.json").read_text())
+        if record["weights_sha256"] == original["weights_sha256"] and record["spec"]["kind"] == "single":
+            assert "attention_dim" not in record["spec"] and "target_embeddings" not in record["spec"]
+        assert load_translator(path).fingerprint() == record["fingerprint"], path.name
