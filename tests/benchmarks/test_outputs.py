@@ -5,7 +5,9 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-KEEPERS = {"scripts/keep_record.py", "scripts/translators_extra.py", "experiments/collect_training.py"}
+# they keep a record on purpose: an eval run, the extra translators, training runs, a translator's QA
+KEEPERS = {"scripts/keep_record.py", "scripts/translators_extra.py", "experiments/collect_training.py",
+           "scripts/record_translator_qa.py"}
 
 
 def _names_records(node: ast.AST) -> bool:
