@@ -4,7 +4,7 @@
 VENV ?= .venv
 STAMP := $(VENV)/.cag-setup-done
 
-.PHONY: setup setup-large demo test test-slow test-lab bench
+.PHONY: setup setup-large demo test test-slow test-lab bench translators-extra
 
 $(STAMP): pyproject.toml scripts/setup.sh
 	CAG_VENV=$(VENV) bash scripts/setup.sh
@@ -30,6 +30,8 @@ demo: setup
 test: setup
 	$(VENV)/bin/python -m pytest -q
 
+# real models; the translators that left translators/ are put into the tests' own home from git
+# history (a shallow clone: `CAG_HOME=$$CAG_HOME_SLOW make translators-extra RETRAIN=1` first)
 test-slow: setup
 	$(VENV)/bin/python -m pytest -q -m slow -s
 
@@ -37,6 +39,13 @@ test-slow: setup
 test-lab: setup
 	$(VENV)/bin/python -m pytest -q experiments/tests
 
+# the translators no set-up uses (single-path and ridge baselines, qwen2.5-coder-0.5b into smaller
+# generators; records/translators/) into $$CAG_HOME/translators/: from git history (seconds), or
+# with RETRAIN=1 trained again from their recorded configs (long; retrained, not identical, ones)
+translators-extra: setup
+	$(VENV)/bin/python scripts/translators_extra.py $(if $(RETRAIN),--retrain)
+
+# results go to runs/benchmarks/ (--out of each); a record in records/ is kept on purpose (--out records/...)
 bench: setup
 	$(VENV)/bin/python benchmarks/bench_foundation.py
 	$(VENV)/bin/python benchmarks/bench_ask.py

@@ -6,7 +6,8 @@
   (for each, the smallest top-k whose chunks reach the size), as medians over repeats, and their
   ratio.
 
-Writes records/ask.json. Usage: python benchmarks/bench_ask.py [--repeats 3]
+Writes runs/benchmarks/ask.json (or --out; `--out records/ask.json` replaces the record).
+Usage: python benchmarks/bench_ask.py [--repeats 3] [--out PATH]
 """
 
 import argparse
@@ -25,7 +26,6 @@ from cag.retrieval import Retriever
 from cag.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "records" / "ask.json"
 QUESTIONS = {512: "How long can the European lobster grow?", 1024: "What is the elevation of Mount Elbert?",
              2048: "When did Hurricane Beatriz form and what damage did it cause?"}
 
@@ -86,6 +86,7 @@ def main() -> None:
     parser.add_argument("--encoder", default="smollm2-135m")
     parser.add_argument("--generator", default="qwen2.5-coder-0.5b")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "benchmarks" / "ask.json", help="result file")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         store = Path(tmp) / "store"
@@ -94,8 +95,9 @@ def main() -> None:
         rows = ttft_table(store, args.generator, args.repeats)
     result = {"date": time.strftime("%Y-%m-%d"), "threads": torch.get_num_threads(),
               "encoder": args.encoder, "generator": args.generator, "ingest": rates, "ttft": rows}
-    RESULTS.write_text(json.dumps(result, indent=2))
-    print(f"saved {RESULTS}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
+    print(f"saved {args.out}")
 
 
 if __name__ == "__main__":

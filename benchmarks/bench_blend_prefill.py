@@ -12,7 +12,7 @@ in the case study's later turns). Then, alternating, per question and repeat:
 Each TTFT is from the turn's start (reading the caches) to the first token, as the server's turns
 time it. The first repeat generates `--answer-tokens` and compares the answers of before and merged.
 
-Prints and writes (`--out`, default records/blend_prefill-hotpotqa.json): per variant the median
+Prints and writes (`--out`, default runs/benchmarks/blend_prefill-hotpotqa.json): per variant the median
 TTFT and the median over questions of direct's TTFT over it, and per share the median of before's
 TTFT over merged's.
 
@@ -128,7 +128,7 @@ def main() -> None:
     parser.add_argument("--dtype", default="bf16")
     parser.add_argument("--shares", type=shares, default=(0.05, 0.1, 0.15))
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=ROOT / "records" / "blend_prefill-hotpotqa.json")
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "benchmarks" / "blend_prefill-hotpotqa.json")
     add_threads_option(parser)
     args = parser.parse_args()
     apply_threads(args)
@@ -147,6 +147,7 @@ def main() -> None:
               "seconds": round(time.perf_counter() - start, 1),
               "load_average_1min": {"min": min(load), "max": max(load)},
               **summarize(rows, args), "questions": rows}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=2))
     print(json.dumps({k: v for k, v in record.items() if k != "questions"}, indent=1))
 

@@ -13,8 +13,9 @@ translations ("translated, stored": the same questions asked again in a copy of 
 whose store holds them).
 
 Usage: python benchmarks/bench_cache_dtype.py [--dataset squad] [--limit 100] [--dtype bf16]
-           [--cache-dtypes int8,int4,int4k-int3v] [--context-budget N] [--out records/cache_dtype-DATASET.json]
-Run folders go to runs/cache-dtype-DATASET-DTYPE/ (resumable: a killed run continues).
+           [--cache-dtypes int8,int4,int4k-int3v] [--context-budget N] [--out PATH]
+Writes runs/benchmarks/cache_dtype-DATASET.json (or --out). Run folders go to
+runs/cache-dtype-DATASET-DTYPE/ (resumable: a killed run continues).
 """
 
 import argparse
@@ -93,7 +94,7 @@ def main() -> None:
     parser.add_argument("--dtype", default="bf16", help="the generator's compute dtype")
     parser.add_argument("--context-budget", type=int, default=None, help="multi_doc: tokens of paragraphs")
     parser.add_argument("--cache-dtypes", default=",".join(COMPRESSED), help="compared with fp16, comma-separated")
-    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=None, help="result file (default runs/benchmarks/cache_dtype-DATASET.json)")
     args = parser.parse_args()
     dtypes = ("fp16", *(d for d in args.cache_dtypes.split(",") if d and d != "fp16"))
     tag = f"{args.dataset}{'-budget' + str(args.context_budget) if args.context_budget else ''}"
@@ -132,7 +133,8 @@ def main() -> None:
         result["modes"][f"{STORED} {dtype}"]["translation_bytes_per_context_token"] = \
             translation_bytes_per_token(again[dtype])
     result["seconds"] = round(time.perf_counter() - started, 1)
-    out = args.out or ROOT / "records" / f"cache_dtype-{tag}.json"
+    out = args.out or ROOT / "runs" / "benchmarks" / f"cache_dtype-{tag}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     print(f"{'mode':32} {'score':>6} {'vs fp16 [95% CI]':>24} {'same':>5} {'bytes/token':>12} {'load ms':>8}")
     for name, m in result["modes"].items():

@@ -8,7 +8,8 @@
   own after the prefix, assembled (the cost of missing attention between chunks).
 
 F1 / EM (official SQuAD normalization) and the share of answers identical to direct.
-Writes records/chunk_prefix.json. Usage:
+Writes runs/benchmarks/chunk_prefix.json (or --out; `--out records/chunk_prefix.json` replaces the
+record). Usage:
     python benchmarks/bench_chunk_prefix.py [--dataset PATH] [--limit 30] [--model qwen2.5-coder-0.5b]
 """
 
@@ -27,7 +28,6 @@ from eval.metrics import squad_scores
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATASET = ROOT.parent / "shared" / "data" / "squad_v1.1" / "dev.jsonl"
-RESULTS = ROOT / "records" / "chunk_prefix.json"
 MODES = ("direct", "native_after_prefix", "native_alone", "native_split_in_two")
 
 
@@ -70,6 +70,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", default="qwen2.5-coder-0.5b")
     parser.add_argument("--max-new-tokens", type=int, default=24)
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "benchmarks" / "chunk_prefix.json",
+                        help="result file")
     args = parser.parse_args()
     start = time.perf_counter()
     lm = load_model(args.model)
@@ -93,9 +95,10 @@ def main() -> None:
     result = {"date": time.strftime("%Y-%m-%d"), "model": args.model, "examples": len(rows),
               "seed": args.seed, "dataset": args.dataset.name, "seconds": round(time.perf_counter() - start),
               "summary": summary, "records": records}
-    RESULTS.write_text(json.dumps(result, indent=2, ensure_ascii=False))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2, ensure_ascii=False))
     print(json.dumps(summary, indent=2))
-    print(f"saved {RESULTS}")
+    print(f"saved {args.out}")
 
 
 if __name__ == "__main__":

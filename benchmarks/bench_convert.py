@@ -5,7 +5,7 @@ the encoder's and the generator's GGUF files into model folders, mostly parsing 
 Python on one core. Each model converts in its own process into a fresh cag home, first in turn,
 then both at once (as benchmarks/gpu/run.py does), alternating the order over --repeats rounds;
 the converted weights must be byte-identical between the two ways (same weights digest). Prints
-seconds and the ratio, writes records/convert-ENCODER-GENERATOR.json.
+seconds and the ratio, writes runs/benchmarks/convert-ENCODER-GENERATOR.json (or --out).
 
 Usage (a timing: serialized with other heavy jobs):
     flock /work/heavy.lock python benchmarks/bench_convert.py [--repeats 2]
@@ -55,6 +55,8 @@ def main() -> None:
     parser.add_argument("--encoder", default="smollm2-135m")
     parser.add_argument("--generator", default="qwen2.5-coder-0.5b")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=None,
+                        help="result file (default runs/benchmarks/convert-ENCODER-GENERATOR.json)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from cag.home import cag_home
@@ -82,7 +84,8 @@ def main() -> None:
     record = {"models": models, "seconds": runs, "in_turn_over_at_once": round(ratio, 2),
               "same_fingerprints": True, "cpus": os.cpu_count(), "python": platform.python_version()}
     print(json.dumps(record, indent=1))
-    path = ROOT / "records" / f"convert-{args.encoder}-{args.generator}.json"
+    path = args.out or ROOT / "runs" / "benchmarks" / f"convert-{args.encoder}-{args.generator}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=1) + "\n")
     print(f"wrote {path}")
 

@@ -2,7 +2,7 @@
 repeats, so the machine's load hits both), and whether their greedy answers agree.
 
 Usage: python benchmarks/bench_dtype.py [--model qwen2.5-coder-1.5b] [--repeats 3]
-Writes records/dtype_speed-MODEL.json (or --out).
+Writes runs/benchmarks/dtype_speed-MODEL.json (or --out).
 """
 
 import argparse
@@ -26,7 +26,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="qwen2.5-coder-1.5b")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--out", type=Path, default=None, help="result file (default runs/benchmarks/dtype_speed-MODEL.json)")
     args = parser.parse_args()
     models = {d: load_model(args.model, d) for d in DTYPES}
     data = demo_data()
@@ -49,7 +49,8 @@ def main() -> None:
               "answers": answers,
               "answers_same": sum(a == b for a, b in zip(answers["fp32"], answers["bf16"])),
               "questions": len(prompts)}
-    out = args.out or ROOT / "records" / f"dtype_speed-{args.model}.json"
+    out = args.out or ROOT / "runs" / "benchmarks" / f"dtype_speed-{args.model}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
 

@@ -12,7 +12,8 @@ default effort (`indexes.search_effort`) is measured too. The record names the f
 `--faiss-factory auto` picks for this size (`indexes.factory.factory_for`). GPU rows are measured
 where faiss-gpu finds GPUs, and recorded as skipped otherwise.
 
-The record (--out) keeps one run per (n, dim): a run at another size is added beside the others.
+The record (--out, default runs/benchmarks/faiss_scale.json; `--out records/faiss_scale.json` adds
+to the repository's) keeps one run per (n, dim): a run at another size is added beside the others.
 Usage:
     python benchmarks/bench_faiss_scale.py --n 1000000 [--queries 1000] [--factories Flat HNSW32 ...]
 """
@@ -187,7 +188,7 @@ def main() -> None:
     parser.add_argument("--factories", nargs="+", help="FAISS factory strings (default: sized to --n)")
     parser.add_argument("--devices", nargs="+", default=["cpu", "gpu"], choices=["cpu", "gpu"])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=ROOT / "records" / "faiss_scale.json")
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "benchmarks" / "faiss_scale.json")
     args = parser.parse_args()
     factories = args.factories or default_factories(args.n)
     cpu0, load0 = cpu_seconds(), os.getloadavg()

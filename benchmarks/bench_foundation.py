@@ -4,7 +4,8 @@
 - prefill tokens/s at 512 and 2,048 tokens, fp32 and bf16;
 - KV bytes per token per storage dtype, measured from a saved 512-token chunk cache file.
 
-Writes records/foundation.json and prints a table. Usage:
+Writes runs/benchmarks/foundation.json (or --out; `--out records/foundation.json` replaces the
+record) and prints a table. Usage:
     python benchmarks/bench_foundation.py [--models smollm2-135m,...] [--repeats 2]
 """
 
@@ -22,7 +23,7 @@ from cag.kv.serde import save_chunk_cache
 from cag.models import load_model
 from cag.models.packaged import gguf_path
 
-RESULTS = Path(__file__).resolve().parent.parent / "records" / "foundation.json"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def time_gguf_load(name: str) -> float:
@@ -80,6 +81,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="smollm2-135m,qwen2.5-coder-0.5b,gemma3-270m")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "benchmarks" / "foundation.json",
+                        help="result file")
     args = parser.parse_args()
     torch.manual_seed(0)
     rows = []
@@ -88,8 +91,8 @@ def main() -> None:
         print(json.dumps(rows[-1]), flush=True)
     result = {"machine": f"{platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}",
               "date": time.strftime("%Y-%m-%d"), "rows": rows}
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(result, indent=2))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2))
     print(f"\n{'model':20} {'GGUF s':>7} {'conv s':>7} {'x':>5} {'512 fp32':>9} {'512 bf16':>9} "
           f"{'2048 fp32':>10} {'2048 bf16':>10} {'B/tok fp16':>11}")
     for r in rows:
@@ -97,7 +100,7 @@ def main() -> None:
               f"{r['prefill_tok_s_512_fp32']:>9} {r['prefill_tok_s_512_bf16']:>9} "
               f"{r['prefill_tok_s_2048_fp32']:>10} {r['prefill_tok_s_2048_bf16']:>10} "
               f"{r['kv_bytes_per_token']['fp16']:>11}")
-    print(f"saved {RESULTS}")
+    print(f"saved {args.out}")
 
 
 if __name__ == "__main__":

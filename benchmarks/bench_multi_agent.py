@@ -23,10 +23,12 @@ first token: reading the history, translating it in (a), prefilling the question
 history, B's translated turn is asked twice: the second reads the translations the first stored in
 the session (B's next turn on the same history), and its TTFT is reported apart.
 
-Predictions go to records/multi_agent-DATASET[-reading].predictions.jsonl (appended per question;
-a killed run resumes), the summary to records/multi_agent-DATASET[-reading].json.
+Predictions go to OUT/multi_agent-DATASET[-reading].predictions.jsonl (appended per question; a
+killed run resumes), the summary to OUT/multi_agent-DATASET[-reading].json; OUT is --out (default
+runs/benchmarks/), or give each with --record and --predictions. A record kept in records/ holds its
+predictions gzip-compressed (`gzip -n`); to extend one, resume from a plain copy (`zcat`).
 Usage: python benchmarks/bench_multi_agent.py [--dataset hotpotqa|hotpotqa-amor] [--limit 60] [--seed 0] [--history notes|reading]
-       [--blend-shares 0.05,0.1,0.15 --record R.json --predictions R.predictions.jsonl]
+       [--out DIR] [--blend-shares 0.05,0.1,0.15 --record R.json --predictions R.predictions.jsonl]
 """
 
 import argparse
@@ -291,9 +293,12 @@ def main() -> None:
                              "(the first ones of the seed's order)")
     parser.add_argument("--history", choices=HISTORIES, default="notes",
                         help="the shared history B reads: A's notes, or the paragraphs A read and its notes")
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "benchmarks",
+                        help="folder of the record and its predictions (default runs/benchmarks)")
     parser.add_argument("--record", type=Path, default=None,
-                        help="default: records/multi_agent-hotpotqa.json (-reading with --history reading)")
-    parser.add_argument("--predictions", type=Path, default=None)
+                        help="default: OUT/multi_agent-hotpotqa.json (-reading with --history reading)")
+    parser.add_argument("--predictions", type=Path, default=None,
+                        help="default: OUT/ the record's name .predictions.jsonl")
     parser.add_argument("--blend-shares", type=shares, default=(DEFAULT_BLEND,),
                         help="with --history reading: the shares of the history B's translated-blend turns "
                              "recompute, comma-separated (each one turn; default: the server's, "
@@ -301,8 +306,13 @@ def main() -> None:
     add_threads_option(parser)
     args = parser.parse_args()
     stem = f"multi_agent-{args.dataset}" + ("" if args.history == "notes" else f"-{args.history}")
-    args.record = args.record or ROOT / "records" / f"{stem}.json"
-    args.predictions = args.predictions or ROOT / "records" / f"{stem}.predictions.jsonl"
+    args.record = args.record or args.out / f"{stem}.json"
+    args.predictions = args.predictions or args.out / f"{stem}.predictions.jsonl"
+    if args.predictions.name.endswith(".gz"):  # appended per question: plain text only
+        raise SystemExit(f"{args.predictions} is compressed: resume from a plain copy "
+                         f"(zcat it > {args.predictions.name[:-3]}) and give that as --predictions")
+    args.record.parent.mkdir(parents=True, exist_ok=True)
+    args.predictions.parent.mkdir(parents=True, exist_ok=True)
     apply_threads(args)
     path, task = resolve_dataset(args.dataset, None)
     examples = sample(load_examples(path, task), task, args.limit, args.seed)

@@ -8,7 +8,7 @@ call, and tokens/s while prefilling (from the first finished batch to the last).
 compared: catalog rows, cache files by key, the largest difference in any cached K/V value, and the
 answers of `ask --mode native` (the encoder answering from its own caches) to questions on the
 sample articles.
-Writes records/ray_ingest-ENCODER.json. Usage (a timing: serialized with other heavy jobs):
+Writes runs/benchmarks/ray_ingest-ENCODER.json (or --out). Usage (a timing: serialized with other heavy jobs):
     flock /work/heavy.lock nice -n 5 python benchmarks/bench_ray_ingest.py [--chars 30000] [--encoder smollm2-135m]
 """
 
@@ -32,7 +32,6 @@ from cag.progress import Progress
 from cag.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
-RECORDS = ROOT / "records"
 WIKI = ROOT / "data" / "corpus" / "wikitext2" / "valid.jsonl"
 QUESTIONS = ["How long can the European lobster grow?", "How tall is Mount Elbert?",
              "When was Upsilon Andromedae b discovered?", "How many people did Hurricane Beatriz kill?"]
@@ -109,7 +108,10 @@ def main() -> None:
     parser.add_argument("--chars", type=int, default=30_000)
     parser.add_argument("--encoder", default="smollm2-135m")
     parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--out", type=Path, default=None,
+                        help="result file (default runs/benchmarks/ray_ingest-ENCODER.json)")
     args = parser.parse_args()
+    out = args.out or ROOT / "runs" / "benchmarks" / f"ray_ingest-{args.encoder}.json"
     import ray
 
     work = Path(tempfile.mkdtemp(prefix="bench-ray-"))
@@ -129,12 +131,13 @@ def main() -> None:
     checks = {f"ray-{w}x{c}": compare(work / "local", work / f"ray-{w}x{c}", args.encoder) for w, c in CONFIGS}
     record = {"what": "cag ingest throughput: local vs a local Ray cluster with 1 and 2 workers",
               "command": f"nice -n {os.nice(0)} python benchmarks/bench_ray_ingest.py " + " ".join(
-                  f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()),
+                  f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "out"),
               "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "torch": torch.__version__,
                           "ray": ray.__version__, "note": "shared with other jobs: see the load averages"},
               "encoder": args.encoder, "batch_size": args.batch_size, "corpus": corpus,
               "ray_cluster_start_seconds": cluster_seconds, "runs": runs, "same_store_as_local": checks}
-    (RECORDS / f"ray_ingest-{args.encoder}.json").write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
     print(json.dumps(checks, indent=1))
     shutil.rmtree(work)
 

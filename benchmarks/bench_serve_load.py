@@ -3,7 +3,7 @@
 questions in turn). Per request: the client's first token and total latency, the server's TTFT and
 queue time (from the result event); failures (any non-200, error event or transport error) counted.
 
-Writes records/serve_load-<generator>.json.
+Writes runs/benchmarks/serve_load-<generator>.json (or --out).
 Usage: python benchmarks/bench_serve_load.py [--clients 4] [--requests 50]
 """
 
@@ -57,6 +57,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=50, help="per client")
     parser.add_argument("--top-k", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=8)
+    parser.add_argument("--out", type=Path, default=None,
+                        help="result file (default runs/benchmarks/serve_load-GENERATOR.json)")
     add_threads_option(parser)
     args = parser.parse_args()
     apply_threads(args)
@@ -96,7 +98,8 @@ def main() -> None:
               "modes_answered": {m: sum(r["mode"] == m for r in ok) for m in modes},
               "server_counters": [line for line in metrics.splitlines()
                                   if line.startswith(("cag_requests_total", "cag_request_errors_total"))]}
-    out = ROOT / "records" / f"serve_load-{args.generator}.json"
+    out = args.out or ROOT / "runs" / "benchmarks" / f"serve_load-{args.generator}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=2))
     print(json.dumps({k: v for k, v in record.items() if k not in ("server_counters",)}, indent=1))
     print(f"saved {out}")

@@ -12,7 +12,7 @@ every path alike. The demo store is used through a hard-linked copy; translation
 untimed first translated ask, so `translated` reads them as a warm server would (the first ask's
 translation time is reported apart).
 
-Writes records/serve_ttft-<generator>.json.
+Writes runs/benchmarks/serve_ttft-<generator>.json (or --out).
 Usage: python benchmarks/bench_serve_ttft.py [--repeats 3] [--target 2048]
 """
 
@@ -64,6 +64,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--target", type=int, default=2048, help="context tokens to reach (top-k chosen for it)")
     parser.add_argument("--max-new-tokens", type=int, default=4)
+    parser.add_argument("--out", type=Path, default=None,
+                        help="result file (default runs/benchmarks/serve_ttft-GENERATOR.json)")
     add_threads_option(parser)
     args = parser.parse_args()
     apply_threads(args)
@@ -121,7 +123,8 @@ def main() -> None:
               "repeats": args.repeats, "max_new_tokens": args.max_new_tokens,
               "translating_first_ask_ms": first.timings_ms if first else None,
               "load_average_1min": {"min": min(load), "max": max(load)}, "modes": table}
-    out = ROOT / "records" / f"serve_ttft-{args.generator}.json"
+    out = args.out or ROOT / "runs" / "benchmarks" / f"serve_ttft-{args.generator}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=2))
     print(json.dumps({m: {k: v for k, v in t.items() if k != "runs"} for m, t in table.items()}, indent=1))
     print(f"saved {out}")

@@ -20,8 +20,9 @@
 Usage: python benchmarks/bench_translated_speed.py [--encoder smollm2-135m] [--generator qwen2.5-coder-0.5b]
        [--modes direct,native,...] [--dtype fp32] [--repeats 3] [--one-shot]
 Needs an installed MoT translator from the encoder to the generator (`cag train`), and the single
-and ridge ones when --modes names them.
-Writes records/translated_speed-GENERATOR.json (or --out).
+and ridge ones when --modes names them (the default does): `make translators-extra` installs the
+recorded ones (records/translators/); without them, leave single and ridge out of --modes.
+Writes runs/benchmarks/translated_speed-GENERATOR.json (or --out).
 """
 
 import argparse
@@ -42,11 +43,13 @@ from cag.defaults import DEFAULT_BLEND, DEFAULT_BLEND_SELECT
 from cag.ingest.pipeline import IngestOptions, ingest
 from cag.kv.chunk_cache import run_prefill
 from cag.kv.serde import load_chunk_cache
+from cag.modes import get_mode
 from cag.models import load_model
 from cag.prompt import prompt_layout
 from cag.retrieval import Retriever
 from cag.store import Store
 from mot.contexts import encoder_space, translator_for
+from mot.registry import file_stem, translator_dirs
 from mot.translator import translate_chunk
 
 from bench_ask import _top_k_for as top_k_for  # noqa: E402  (benchmarks/ is the script's folder)
@@ -78,6 +81,17 @@ def labels_for(modes: list, blends: list, selects: list) -> list:
     return labels
 
 
+def check_translators(modes: list, encoder: str, generator: str) -> None:
+    """Before any model work: every translator the modes read is installed under its usual name
+    (the registry still checks fingerprints when a mode reads it)."""
+    for kind in dict.fromkeys(get_mode(m).translator_kind for m in modes if get_mode(m).translator_kind):
+        name = f"{file_stem(encoder, generator, kind)}.json"
+        if not any((folder / name).is_file() for folder in translator_dirs()):
+            raise SystemExit(f"no {kind} translator {encoder} -> {generator} in {' or '.join(map(str, translator_dirs()))}: "
+                             f"`make translators-extra` installs the recorded ones, `cag train --kind {kind}` trains "
+                             f"one, or leave the modes reading it out of --modes")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--encoder", default="smollm2-135m")
@@ -92,7 +106,7 @@ def main() -> None:
     parser.add_argument("--one-shot", action="store_true", help="also time one `cag ask --json` process per mode")
     parser.add_argument("--readers", action="store_true", help="also time the reader modes (installed "
                         "reader adapters needed)")
-    parser.add_argument("--out", type=Path, default=None, help="result file (default records/"
+    parser.add_argument("--out", type=Path, default=None, help="result file (default runs/benchmarks/"
                         "translated_speed-GENERATOR.json)")
     args = parser.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
@@ -100,6 +114,7 @@ def main() -> None:
     if unknown or "direct" not in modes:
         parser.error(f"--modes must include direct and name only {', '.join(MODES)} (not {', '.join(unknown)})")
     blend_selections.register()
+    check_translators(modes, args.encoder, args.generator)
     with tempfile.TemporaryDirectory() as tmp:
         store_dir = Path(tmp) / "store"
         ingest([ROOT / "samples" / "corpus"], store_dir, IngestOptions(encoder=args.encoder, also_for=(args.generator,),
@@ -158,7 +173,8 @@ def main() -> None:
               "translation_cost_vs_prefill": round(translate_med / prefill_med, 4),
               "translator_parameters": translator.parameter_count(),
               **({"one_shot": one_shot} if one_shot else {})}
-    out = args.out or ROOT / "records" / f"translated_speed-{args.generator}.json"
+    out = args.out or ROOT / "runs" / "benchmarks" / f"translated_speed-{args.generator}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))
 

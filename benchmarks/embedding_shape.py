@@ -4,7 +4,7 @@ Embeds real chunks with the packaged all-MiniLM-L6-v2 (distinct SQuAD dev passag
 paragraphs cut to 1,200 characters) and draws the same number of synthetic embeddings
 (`synthetic_embeddings.py`), and writes both sets' statistics (`ShapeStats`: mean direction,
 random-pair cosines, nearest-neighbour cosines, spectrum) side by side. Usage:
-    python benchmarks/embedding_shape.py [--squad 2000] [--wiki 1300] [--out records/embedding_shape.json]
+    python benchmarks/embedding_shape.py [--squad 2000] [--wiki 1300] [--out runs/benchmarks/embedding_shape.json]
 """
 
 import argparse
@@ -45,7 +45,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--squad", type=int, default=2000, help="distinct SQuAD dev passages")
     parser.add_argument("--wiki", type=int, default=1300, help="WikiText-2 paragraphs (over 200 characters)")
-    parser.add_argument("--out", type=Path, default=ROOT / "records" / "embedding_shape.json")
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "benchmarks" / "embedding_shape.json")
     args = parser.parse_args()
     texts = real_texts(args.squad, args.wiki)
     start = time.perf_counter()

@@ -6,8 +6,8 @@ speedup from benchmarks/bench_translated_speed.py (one alternating run, every as
 measured separately: eval passages are short (SQuAD averages 161 tokens), and the speedup that
 matters is at long contexts.
 
-Usage: python benchmarks/plot_frontier.py --speed results/translated_speed-M.json
-           --eval NAME=RUN_DIR [--eval NAME=RUN_DIR ...] [--out results/frontier-M.png]
+Usage: python benchmarks/plot_frontier.py --speed records/translated_speed-M.json
+           --eval NAME=RUN_DIR [--eval NAME=RUN_DIR ...] [--out runs/benchmarks/frontier-M.png]
 Each --eval is one series (e.g. "SQuAD 200=records/eval/squad-200-..."); a series may
 rename a mode with NAME=RUN_DIR:mode=label (e.g. translated=MoT cloze) to tell translators apart.
 Writes the PNG and a JSON beside it, and prints a markdown table.
@@ -88,11 +88,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--speed", type=Path, required=True)
     parser.add_argument("--eval", action="append", required=True, help="NAME=RUN_DIR[:mode=label...]")
-    parser.add_argument("--out", type=Path)
+    parser.add_argument("--out", type=Path, help="the PNG (default runs/benchmarks/frontier-GENERATOR.png)")
     args = parser.parse_args()
     speed = json.loads(args.speed.read_text())
     points = frontier_points(speed, [parse_series(e) for e in args.eval])
-    out = args.out or args.speed.parent / f"frontier-{speed['generator']}.png"
+    out = args.out or Path(__file__).resolve().parents[1] / "runs" / "benchmarks" / f"frontier-{speed['generator']}.png"
+    out.parent.mkdir(parents=True, exist_ok=True)
     plot(points, out, f"{speed['encoder']} -> {speed['generator']}: quality / speed frontier")
     out.with_suffix(".json").write_text(json.dumps({"speed": str(args.speed), "points": points}, indent=2))
     print("| series | mode | retention [95% CI] | TTFT speedup vs direct |")

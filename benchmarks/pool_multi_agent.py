@@ -2,8 +2,8 @@
 bootstrap 95% intervals, retention against reading the history as text, paired differences) over
 every question the records answered, in the modes all of them asked.
 
-Each record names its predictions file (beside it, in records/) and how many questions it covers
-(`n`, the first ones of its seed's order, which are the first `n` lines of its predictions file).
+Each record names its predictions file (beside it, in records/, gzip-compressed there) and how many
+questions it covers (`n`, the first ones of its seed's order, the first `n` lines of its predictions).
 The samples must not share a question. TTFT ratios are pooled too, but each run's own ratios (in
 each record's `runs`) are the fair speed figures: runs under other loads mix here.
 
@@ -15,11 +15,12 @@ import json
 from pathlib import Path
 
 from bench_multi_agent import summarize  # benchmarks/ is the script's folder
+from eval.jsonl import read_text
 
 
 def answered_rows(record_path: Path, record: dict) -> list[dict]:
     """The record's questions, in its order: the first `n` lines of its predictions file."""
-    lines = (record_path.parent / record["predictions"]).read_text().splitlines()
+    lines = read_text(record_path.parent / record["predictions"]).splitlines()  # .jsonl or .jsonl.gz
     if len(lines) < record["n"]:
         raise SystemExit(f"{record_path}: {record['n']} questions, but its predictions hold {len(lines)}")
     return [json.loads(line) for line in lines[:record["n"]]]

@@ -15,6 +15,15 @@ from typing import Annotated
 import typer
 
 
+def option_flag(field: dataclasses.Field) -> str:
+    """How the command line spells a config field's option (--x/--no-x for a bool)."""
+    meta = field.metadata
+    flag = meta.get("flag") or "--" + field.name.replace("_", "-")
+    if (meta.get("cli_type") or field.type) is bool and "/" not in flag:
+        flag = f"{flag}/--no-{flag[2:]}"  # as typer spells a bool option it names itself
+    return flag
+
+
 def option_parameter(field: dataclasses.Field) -> inspect.Parameter:
     meta = field.metadata
     if field.default is not dataclasses.MISSING:
@@ -25,11 +34,8 @@ def option_parameter(field: dataclasses.Field) -> inspect.Parameter:
         default = ...  # a required option
     if meta.get("show") and default is not ...:
         default = meta["show"](default)
-    flag = meta.get("flag") or "--" + field.name.replace("_", "-")
     kind = meta.get("cli_type") or field.type
-    if kind is bool and "/" not in flag:  # --x/--no-x, as typer spells a bool option it names itself
-        flag = f"{flag}/--no-{flag[2:]}"
-    names = [flag] + ([meta["short"]] if meta.get("short") else [])
+    names = [option_flag(field)] + ([meta["short"]] if meta.get("short") else [])
     text = meta.get("help")
     option = typer.Option(*names, help=(text() if callable(text) else text) or None, envvar=meta.get("envvar"),
                           min=meta.get("min"), max=meta.get("max"))

@@ -9,7 +9,7 @@
 
 Usage: python experiments/bench_translators.py --data runs/train-data-smollm2-135m-qwen2.5-coder-0.5b \
     --translator mot=runs/.../translator.safetensors --translator ridge=... [--windows 16] [--width 6]
-Writes records/translators-SOURCE-TARGET.json.
+Writes runs/benchmarks/translators-SOURCE-TARGET.json (or --out).
 """
 
 import argparse
@@ -26,7 +26,7 @@ from mot.checkpoint import load_translator
 from mot.training.data import load_window
 from translator_diagnostics import mean_diagnostics, native_attention, window_diagnostics
 
-RESULTS = Path(__file__).resolve().parent.parent / "records"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def own_chunks(window) -> tuple[list, list]:
@@ -44,6 +44,8 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=16)
     parser.add_argument("--width", type=int, default=6, help="layers per window in the depth study")
     parser.add_argument("--stride", type=int, default=3)
+    parser.add_argument("--out", type=Path, default=None,
+                        help="result file (default runs/benchmarks/translators-SOURCE-TARGET.json)")
     args = parser.parse_args()
     translators = {}
     for item in args.translator:
@@ -84,7 +86,8 @@ def main() -> None:
     result = {"date": time.strftime("%Y-%m-%d"), "source": spec.source.name, "target": spec.target.name,
               "threads": torch.get_num_threads(), "windows": len(windows), "mot_window_layers": middle,
               "rows": rows, "depth": depth, "seconds": round(time.perf_counter() - started, 1)}
-    out = RESULTS / f"translators-{spec.source.name}-{spec.target.name}.json"
+    out = args.out or ROOT / "runs" / "benchmarks" / f"translators-{spec.source.name}-{spec.target.name}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     print("| setting | KL vs native | top-1 agreement | mean attention cosine |")
     print("|---|---|---|---|")

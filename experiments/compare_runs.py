@@ -3,16 +3,17 @@ trained another way, evaluated in a forked run), with the bootstrap 95% interval
 within a run. Scores are F1 (extractive, multi-doc) or accuracy (multiple choice), per example.
 
 Usage: python experiments/compare_runs.py RUN_A:MODE RUN_B:MODE [RUN_C:MODE ...]
-Prints A - B, A - C, ... (RUN is a run folder or a recorded one under records/eval/).
+Prints A - B, A - C, ... (RUN is a run folder or a recorded one under records/eval/, whose
+predictions are gzip-compressed).
 """
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from eval.jsonl import read_records, resolve  # noqa: E402
 from eval.metrics import bootstrap_difference_ci  # noqa: E402
 
 
@@ -21,15 +22,10 @@ def scores(spec: str) -> tuple[str, dict]:
     run, _, mode = spec.rpartition(":")
     if not run or not mode:
         raise SystemExit(f"{spec!r}: expected RUN:MODE")
-    path = Path(run) / "predictions.jsonl"
+    path = resolve(Path(run) / "predictions.jsonl")  # a run folder's, or a record's .jsonl.gz
     if not path.is_file():
         raise SystemExit(f"{path}: no such predictions file")
-    found = {}
-    for line in path.read_text().splitlines():
-        if line.strip():
-            record = json.loads(line)
-            if record["mode"] == mode:
-                found[record["id"]] = record["score"]
+    found = {r["id"]: r["score"] for r in read_records(path) if r["mode"] == mode}
     if not found:
         raise SystemExit(f"{path} holds no {mode!r} predictions")
     return f"{Path(run).name}:{mode}", found

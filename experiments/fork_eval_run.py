@@ -6,7 +6,7 @@ first eval points the store's catalog at the fork's own passages file). Then run
 dataset options, `--out DST` and the modes to add (e.g. with another $CAG_HOME whose translators/
 holds the other translator).
 
-SRC may also be a recorded run in records/eval/ (config and predictions, no store): the
+SRC may also be a recorded run in records/eval/ (config and compressed predictions, no store): the
 fork's first eval then writes the passages and ingests its store again, for the modes it runs.
 
 `--limit N` forks the first N examples of the run's sample (the examples `cag eval --limit N` with the
@@ -25,6 +25,8 @@ import argparse
 import json
 import shutil
 from pathlib import Path
+
+from eval.jsonl import read_text
 
 
 def subset_ids(config: dict, limit: int) -> set:
@@ -61,8 +63,8 @@ def fork(src: Path, dst: Path, keep: list[str], limit: int | None = None, encode
     if limit is not None:
         config["limit"] = limit
     (dst / "config.json").write_text(json.dumps(config, indent=2))
-    kept = [line for line in (src / "predictions.jsonl").read_text().splitlines()
-            if line.strip() and json.loads(line)["mode"] in keep
+    lines = [line for line in read_text(src / "predictions.jsonl").splitlines() if line.strip()]  # or a record's .gz
+    kept = [line for line in lines if json.loads(line)["mode"] in keep
             and (ids is None or json.loads(line)["id"] in ids)]
     (dst / "predictions.jsonl").write_text("".join(line + "\n" for line in kept))
     print(f"forked {src} -> {dst}: {len(kept)} predictions of {', '.join(keep)} kept")

@@ -13,7 +13,7 @@ query-last1 / query-last8 / query-all (the last 1, 8, every question token); que
 query-layers-top (every layer / the top quarter); query-dilated-R (query's scores max-pooled over
 each token and R neighbours either side, so a selected answer token brings its span along; blend's
 selection query-span is query-dilated-2);
-deviation; random. Writes records/blend_selection-MODEL.json.
+deviation; random. Writes runs/probes/blend_selection-MODEL.json (or --out).
 """
 
 import argparse
@@ -113,7 +113,8 @@ def main() -> None:
         values = [sum(covered[rule, f]) / max(1, len(covered[rule, f])) for f in fractions]
         result["coverage"][rule] = {str(f): round(v, 4) for f, v in zip(fractions, values)}
         print(f"{rule:<16}" + "".join(f"{v:8.3f}" for v in values))
-    out = Path(args.out or f"records/blend_selection-{args.model}.json")
+    out = Path(args.out or Path(__file__).resolve().parents[1] / "runs" / "probes" / f"blend_selection-{args.model}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}")
 

@@ -4,7 +4,7 @@ transformers opens a GGUF file three times in one conversion (tokenizer, config,
 parsing all of its metadata in Python. `cag.models.convert.convert_gguf` now hands the second and
 third openings the first one's reader (`parsed_once`). This probe converts each model both ways,
 alternating, into scratch folders, and checks that the two give the same files byte for byte
-(weights digest, tokenizer files, config). Prints seconds; writes records/gguf_parse_once.json.
+(weights digest, tokenizer files, config). Prints seconds; writes runs/probes/gguf_parse_once.json (or --out).
 
 Usage: python experiments/probe_gguf_parse_once.py [--models smollm2-135m,qwen2.5-coder-0.5b] [--repeats 2]
 """
@@ -34,6 +34,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="smollm2-135m,qwen2.5-coder-0.5b")
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=None, help="result file (default runs/probes/)")
     args = parser.parse_args()
     rows = []
     for model in args.models.split(","):
@@ -59,7 +60,8 @@ def main() -> None:
         print(f"{model}: identical files {same}, ratio {rows[-1]['three_times_over_once']}", flush=True)
         if not same:
             raise SystemExit(f"{model}: the two ways differ")
-    path = ROOT / "records" / "gguf_parse_once.json"
+    path = args.out or ROOT / "runs" / "probes" / "gguf_parse_once.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"repeats": args.repeats, "rows": rows}, indent=1) + "\n")
     print(f"wrote {path}")
 

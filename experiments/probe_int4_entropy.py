@@ -8,7 +8,7 @@ fraction of fp16's bytes.
 
     python experiments/probe_int4_entropy.py [--contexts 40] [--models smollm2-135m,qwen2.5-coder-0.5b]
 
-Writes records/int4_entropy.json.
+Writes runs/probes/int4_entropy.json (or --out).
 """
 
 import argparse
@@ -85,11 +85,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--contexts", type=int, default=40)
     parser.add_argument("--models", default="smollm2-135m,qwen2.5-coder-0.5b")
-    parser.add_argument("--out", type=Path, default=ROOT / "records" / "int4_entropy.json")
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "probes" / "int4_entropy.json")
     args = parser.parse_args()
     contexts = [row["context"] for row in first_questions(args.contexts)]
     record = {"date": "2026-12-04", "dataset": "squad dev, distinct contexts",
               "models": {m: measure(m, contexts) for m in args.models.split(",")}}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1) + "\n")
     print(json.dumps(record, indent=1))
 

@@ -11,7 +11,7 @@ and step per group).
 
     python experiments/probe_int4_variants.py [--model qwen2.5-coder-0.5b] [--contexts 60]
 
-Writes records/int4_variants-MODEL.json.
+Writes runs/probes/int4_variants-MODEL.json (or --out).
 """
 
 import argparse
@@ -87,6 +87,7 @@ def main() -> None:
     parser.add_argument("--model", default="qwen2.5-coder-0.5b")
     parser.add_argument("--contexts", type=int, default=60)
     parser.add_argument("--dtype", default="bf16")
+    parser.add_argument("--out", type=Path, default=None, help="result file (default runs/probes/)")
     args = parser.parse_args()
     lm = load_model(args.model, dtype=args.dtype)
     layout = prompt_layout(lm.tokenizer)
@@ -111,7 +112,8 @@ def main() -> None:
                          "kl_answer_tokens_mean": round(t["kl"] / len(rows), 5),
                          "same_first_token": f"{t['same_first']}/{len(rows)}"}
                   for name, t in totals.items()}}
-    out = ROOT / "records" / f"int4_variants-{args.model}.json"
+    out = args.out or ROOT / "runs" / "probes" / f"int4_variants-{args.model}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=1) + "\n")
     for name, v in record["variants"].items():
         print(f"{name:40s} {v['fraction_of_fp16']:.3f}  KL {v['kl_answer_tokens_mean']:.4f}  first {v['same_first_token']}")

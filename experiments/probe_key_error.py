@@ -11,7 +11,7 @@ whether the training loss saw that error there.
         --translator mot=translators/smollm2-135m__qwen2.5-coder-0.5b__mot [--translator ...]
 
 Query moments come from the first 64 training windows of --data (the target reading them),
-errors from its held-out windows. Writes records/key_error-TARGET.json.
+errors from its held-out windows. Writes runs/probes/key_error-TARGET.json (or --out).
 """
 
 import argparse
@@ -98,7 +98,8 @@ def main() -> None:
             row = [sum(results[name][k][a:b]) / (b - a)
                    for k in ("key_nmse", "key_query", "key_logit_rmse", "logit_spread", "value_nmse")]
             print(f"{a}-{b - 1} | " + " | ".join(f"{x:.4f}" for x in row))
-    out = args.out or Path(__file__).resolve().parent.parent / "records" / f"key_error-{args.target}.json"
+    out = args.out or Path(__file__).resolve().parent.parent / "runs" / "probes" / f"key_error-{args.target}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"target": args.target, "data": str(args.data), "heldout_windows": len(heldout),
                                "moment_windows": len(train), "translators": dict(
                                    item.partition("=")[::2] for item in args.translator),

@@ -13,7 +13,7 @@ the probe reports the mean KL(fp16 || variant) over the answer tokens.
 
     python experiments/probe_layer_bits.py [--model qwen2.5-coder-0.5b] [--contexts 30] [--budget 0.25]
 
-Writes records/layer_bits-MODEL.json.
+Writes runs/probes/layer_bits-MODEL.json (or --out).
 """
 
 import argparse
@@ -77,6 +77,7 @@ def main() -> None:
     parser.add_argument("--contexts", type=int, default=30)
     parser.add_argument("--budget", type=float, default=0.25, help="bytes as a fraction of fp16")
     parser.add_argument("--dtype", default="bf16")
+    parser.add_argument("--out", type=Path, default=None, help="result file (default runs/probes/)")
     args = parser.parse_args()
     lm = load_model(args.model, dtype=args.dtype)
     layout = prompt_layout(lm.tokenizer)
@@ -134,7 +135,8 @@ def main() -> None:
               "budget_fraction_of_fp16": args.budget, "probe_setting": PROBE,
               "sensitivity_kl_per_layer": [round(s, 5) for s in sensitivity],
               "uniform": uniform, "mixed": mixed}
-    out = Path(__file__).resolve().parents[1] / "records" / f"layer_bits-{args.model}.json"
+    out = args.out or Path(__file__).resolve().parents[1] / "runs" / "probes" / f"layer_bits-{args.model}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=1) + "\n")
     print(f"wrote {out}")
 

@@ -12,7 +12,7 @@ about two fifths of the gap).
 
 Questions: the first COUNT of the evaluated SQuAD 200 (eval's seeded draw), so `translated` here
 reproduces the recorded eval run's translated answers (checked and printed). Uses the installed
-MoT translator ($CAG_HOME/translators). Writes records/layer_oracle-MODEL.json.
+MoT translator ($CAG_HOME/translators). Writes runs/probes/layer_oracle-MODEL.json (or --out).
 """
 
 import argparse
@@ -34,6 +34,7 @@ from cag.models import load_model  # noqa: E402
 from cag.progress import Progress  # noqa: E402
 from cag.prompt import prompt_layout  # noqa: E402
 from eval.datasets import load_examples, resolve_dataset, sample  # noqa: E402
+from eval.jsonl import read_text  # noqa: E402
 from eval.metrics import bootstrap_difference_ci, squad_scores  # noqa: E402
 from eval.runner import EvalConfig, build_store, context_rows  # noqa: E402
 
@@ -141,7 +142,7 @@ def main() -> None:
         raise SystemExit(f"unknown variants {unknown}; choose from {list(named)}")
     named = {k: v for k, v in named.items() if k == "translated" or k in wanted}
     recorded = {}
-    for line in Path(args.recorded, "predictions.jsonl").read_text().splitlines():
+    for line in read_text(Path(args.recorded, "predictions.jsonl")).splitlines():  # a record's .gz
         r = json.loads(line)
         if r["mode"] == "translated":
             recorded[r["id"]] = r["prediction"]
@@ -171,7 +172,8 @@ def main() -> None:
         result["variants"][name] = {"f1": round(f1, 2), "minus_translated": [round(mean, 2), round(lo, 2), round(hi, 2)],
                                     "share_of_gap": round(share, 3)}
         print(f"{name:<28}{f1:7.2f}  {mean:+6.2f} [{lo:+.2f}, {hi:+.2f}]{share:>16.2f}")
-    out = Path(args.out or f"records/layer_oracle-{args.model}{'-' + args.tag if args.tag else ''}.json")
+    out = Path(args.out or f"runs/probes/layer_oracle-{args.model}{'-' + args.tag if args.tag else ''}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}")
 

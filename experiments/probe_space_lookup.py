@@ -7,7 +7,7 @@ model.json; now it reads only the space folders. This probe lays out a synthetic
 size and times both lookups, alternating, medians of --repeats.
 
 Usage: python experiments/probe_space_lookup.py [--sizes 1000,10000,100000] [--repeats 5]
-Writes records/space_lookup.json.
+Writes runs/probes/space_lookup.json (or --out).
 """
 
 import argparse
@@ -43,6 +43,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=None, help="result file (default runs/probes/)")
     args = parser.parse_args()
     rows = []
     for size in (int(s) for s in args.sizes.split(",")):
@@ -62,7 +63,8 @@ def main() -> None:
                          "every_file_over_space_folders": round(medians["every_file"] / medians["space_folders"], 1)})
             print(f"{size:>8} cache files: space folders {medians['space_folders']} ms, every file "
                   f"{medians['every_file']} ms", flush=True)
-    path = ROOT / "records" / "space_lookup.json"
+    path = args.out or ROOT / "runs" / "probes" / "space_lookup.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"repeats": args.repeats, "rows": rows}, indent=1) + "\n")
     print(f"wrote {path}")
 

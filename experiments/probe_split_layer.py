@@ -22,7 +22,7 @@ the native answer (`--check`).
 
     python experiments/probe_split_layer.py [--splits 16,18,20] [--fit-chunks 256] [--count 80]
 
-Writes records/split_layer-MODEL.json (residual fit error per split, F1 per variant).
+Writes runs/probes/split_layer-MODEL.json (or --out; residual fit error per split, F1 per variant).
 Measured (shipped qwen MoT, 80 questions): splits 16 / 18 / 20 score 31.80 / 31.54 / 28.75 F1
 against 27.08 translated, and their bounds (the oracle's native K/V from S up) stay below the blend
 at the same cost: not built as a mode (README, issue 6 item 14).
@@ -289,7 +289,8 @@ def main() -> None:
         f1 = sum(values) / len(values)
         result["variants"][name] = {"f1": round(f1, 2), "minus_translated": [round(mean, 2), round(lo, 2), round(hi, 2)]}
         print(f"{name:<30}{f1:7.2f}  {mean:+6.2f} [{lo:+.2f}, {hi:+.2f}]")
-    out = Path(args.out or f"records/split_layer-{args.model}.json")
+    out = Path(args.out or f"runs/probes/split_layer-{args.model}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}")
 

@@ -8,7 +8,7 @@ once (as cag does now) and with the old per-answer lookup put back, alternating,
 
 Usage: python experiments/probe_stop_ids_cost.py [--store runs/stop-ids-store] [--repeats 5]
   (the store: the sample corpus ingested with smollm2-135m --also-for qwen2.5-coder-0.5b; made
-  when missing). Writes records/stop_ids_cost-GENERATOR.json.
+  when missing). Writes runs/probes/stop_ids_cost-GENERATOR.json (or --out).
 """
 
 import argparse
@@ -48,6 +48,7 @@ def main() -> None:
     parser.add_argument("--encoder", default="smollm2-135m")
     parser.add_argument("--generator", default="qwen2.5-coder-0.5b")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=None, help="result file (default runs/probes/)")
     args = parser.parse_args()
     if not (args.store / "catalog.sqlite").exists():
         ingest([ROOT / "samples" / "corpus"], args.store, IngestOptions(encoder=args.encoder, also_for=(args.generator,)))
@@ -80,7 +81,8 @@ def main() -> None:
                   f"same answers {row['same_answers']}", flush=True)
     record = {"generator": args.generator, "repeats": args.repeats, "threads": torch.get_num_threads(),
               "dtype": str(next(lm.model.parameters()).dtype), "rows": rows}
-    path = ROOT / "records" / f"stop_ids_cost-{args.generator}.json"
+    path = args.out or ROOT / "runs" / "probes" / f"stop_ids_cost-{args.generator}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=1) + "\n")
     print(f"wrote {path}")
 

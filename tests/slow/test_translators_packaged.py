@@ -1,6 +1,9 @@
-"""MoT with the packaged models (slow): alignment on the three real tokenizers, the shipped
-translators' budgets and fingerprints, and `ask --mode translated` end to end with them."""
+"""MoT with the packaged models (slow): alignment on the three real tokenizers, the translators'
+budgets and fingerprints (those in translators/, and those that left it, put back from git history
+by scripts/translators_extra.py), and `ask --mode translated` end to end with them."""
 
+import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -15,8 +18,8 @@ from cag.store import Store
 from cag.prompt import prompt_layout
 from mot.alignment import align
 from mot.batched import translate_layers
-from mot.checkpoint import load_translator
 from cag.translations import TranslationId
+from mot.checkpoint import load_translator, read_record
 from mot.registry import SHIPPED, find_translator
 from mot.token_features import embedding_table, token_features
 
@@ -53,18 +56,42 @@ def test_alignment_on_real_tokenizers(models, source, target):
         print(f"{source} -> {target}: {s_off.shape[0]} / {t_off.shape[0]} tokens, {a.nearest} nearest-only")
 
 
-SHIPPED_PAIRS = [("smollm2-135m", target, kind) for target in ("qwen2.5-coder-0.5b", "gemma3-270m")
-                 for kind in ("mot", "single", "ridge")] + [("qwen2.5-coder-0.5b", target, "mot")
-                                                            for target in ("gemma3-270m", "smollm2-135m")]
+SHIPPED_PAIRS = [("smollm2-135m", target, "mot") for target in ("qwen2.5-coder-0.5b", "gemma3-270m")]
+EXTRA_PAIRS = [("smollm2-135m", target, kind) for target in ("qwen2.5-coder-0.5b", "gemma3-270m")
+               for kind in ("single", "ridge")] + [("qwen2.5-coder-0.5b", target, "mot")
+                                                   for target in ("gemma3-270m", "smollm2-135m")]
 
 
-@pytest.mark.parametrize("source_name,target,kind", SHIPPED_PAIRS)
-def test_shipped_translators_match_the_models_and_budgets(models, source_name, target, kind):
+@pytest.fixture(scope="module")
+def extra_home(real_cag_home):
+    """$CAG_HOME/translators of the slow tests, holding the translators that left translators/:
+    installed there already (e.g. retrained), else put back from this clone's git history."""
+    spec = importlib.util.spec_from_file_location(
+        "translators_extra", Path(__file__).resolve().parents[2] / "scripts" / "translators_extra.py")
+    extra = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(extra)
+    folder = Path(real_cag_home) / "translators"
+    for name in extra.extra_names():
+        if (folder / f"{name}.safetensors").is_file():
+            continue
+        found = extra.weights_from_history(name, extra.read_extra(name))
+        if found is None:
+            pytest.fail(f"{name} is not in this clone's history: `CAG_HOME={real_cag_home} make "
+                        "translators-extra RETRAIN=1` trains it again (long), or use a full clone")
+        extra.install(name, found[1], home=Path(real_cag_home))
+    return folder
+
+
+@pytest.mark.parametrize("source_name,target,kind", SHIPPED_PAIRS + EXTRA_PAIRS)
+def test_translators_match_the_models_and_budgets(models, extra_home, source_name, target, kind, monkeypatch):
+    monkeypatch.setenv("CAG_HOME", str(extra_home.parent))  # not the test's own empty home
     found = find_translator(models[source_name].fingerprint, models[target].fingerprint,
                             TranslationId(source_name, target, kind))
-    assert found.path is not None and found.path.parent == SHIPPED, found.reason
+    where = SHIPPED if (source_name, target, kind) in SHIPPED_PAIRS else extra_home
+    assert found.path is not None and found.path.parent == where, found.reason
     assert found.path.stat().st_size < 25 * 2 ** 20
-    translator = load_translator(found.path)
+    translator = load_translator(found.path)  # its weights' sha256 checked against the record
+    assert translator.fingerprint() == read_record(found.path)["fingerprint"]
     generator_parameters = sum(p.numel() for p in models[target].model.parameters())
     assert translator.parameter_count() < 0.10 * generator_parameters
     # the batched inference path (bf16 where native) gives the training path's translation
@@ -99,3 +126,24 @@ def test_ask_translated_with_the_shipped_translator(models, tmp_path):
     assert translated.mode == "translated" and translated.answer
     assert translated.context_tokens == direct.context_tokens
     assert translated.timings_ms["translate"] > 0
+
+
+@pytest.mark.parametrize("name", sorted(p.name[:-len(".safetensors")] for p in SHIPPED.glob("*.safetensors")))
+def test_every_shipped_translator_keeps_its_recorded_fingerprint(name):
+    """The weights of every shipped translator (the default tests read the default set-up's alone)
+    load into the fingerprint their record holds; no model needed."""
+    path = SHIPPED / f"{name}.safetensors"
+    assert load_translator(path).fingerprint() == read_record(path)["fingerprint"]
+
+
+def test_the_extra_translators_keep_their_recorded_fingerprints(extra_home):
+    """Those put back from history are the recorded ones (retrained ones carry their own record);
+    the single paths' records predate chunk attention and token embeddings, and those absent spec
+    fields must not change who they are."""
+    recorded = Path(__file__).resolve().parents[2] / "records" / "translators"
+    for path in sorted(extra_home.glob("*.safetensors")):
+        record = read_record(path)
+        original = json.loads((recorded / f"{path.name[:-len('.safetensors')]}.json").read_text())
+        if record["weights_sha256"] == original["weights_sha256"] and record["spec"]["kind"] == "single":
+            assert "attention_dim" not in record["spec"] and "target_embeddings" not in record["spec"]
+        assert load_translator(path).fingerprint() == record["fingerprint"], path.name
