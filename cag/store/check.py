@@ -17,7 +17,7 @@ from pathlib import Path
 from cag.errors import CagError
 from cag.kv.serde import load_chunk_cache
 from cag.progress import Progress
-from cag.store.catalog import Catalog
+from cag.store.catalog import Catalog, doc_label
 from cag.store.index_file import read_index
 from cag.store.spaces import CacheSpace, walk_caches
 from cag.store.store import Store
@@ -45,6 +45,7 @@ class CheckReport:
     store: str
     problems: list = field(default_factory=list)
     counts: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)  # worth knowing, not wrong (one line each)
 
     def add(self, kind: str, message: str, path: str = "", space: str = "") -> None:
         self.problems.append(Problem(kind, message, str(path), space))
@@ -91,6 +92,14 @@ def _check_catalog(catalog: Catalog, report: CheckReport) -> dict | None:
         return None
     for chunk, problem in damaged:
         report.add("chunk", f"chunk {chunk.idx} of {chunk.doc} is damaged: {problem}", chunk.doc_path)
+    for path, locator, held, written in catalog.incomplete_documents():
+        report.add("chunk", f"{doc_label(path, locator)} has {held} chunk rows; it was written with {written}, numbered "
+                            "from 0: a row was deleted or moved to another document", path)
+    first = catalog.first_digest_rows()
+    if first:
+        report.notes.append(f"{first} chunk rows carry the first row digest, which does not cover their document "
+                            "(written by an earlier cag): `cag store check --repair --store "
+                            f"{catalog.path.parent}` seals them with the current one")
     texts = defaultdict(list)
     for chunk in intact:
         texts[chunk.text_sha256].append(chunk)
