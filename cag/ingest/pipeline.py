@@ -102,6 +102,7 @@ class FilePlan:
     path: Path
     sha256: str
     chunked: list  # [(Document, [Chunk])]
+    spaces: tuple = ()  # the CacheSpace keys this ingest fills: the caches its chunks should have
 
     @property
     def pending(self) -> list:
@@ -237,10 +238,12 @@ def plan_file(path: Path, store: Store, chunker: Chunker, spaces: list, report: 
     """`path` read and chunked; None when it is unchanged (the same sha256, every chunk's cache
     there, its rows intact) or unreadable, counted in `report`. `has_cache(space, text_sha256)`:
     whether a chunk's cache is there (default: its file exists; a Ray driver adds those in flight)."""
+    keys = tuple(s.space.key for s in spaces)
     try:
         sha = _file_sha256(path)
         if (store.catalog.file_sha256(str(path)) == sha and _caches_complete(store, path, spaces, has_cache)
                 and store.catalog.file_intact(str(path))):  # a damaged chunk row makes the file changed
+            store.catalog.note_spaces(str(path), keys)
             report.files_unchanged += 1
             return None
         documents = read_file(path)
@@ -248,7 +251,7 @@ def plan_file(path: Path, store: Store, chunker: Chunker, spaces: list, report: 
         log.warning("skipped %s: %s", path, exc)
         report.skipped.append((str(path), str(exc)))
         return None
-    return FilePlan(path, sha, [(doc, chunker.split(doc.text)) for doc in documents])
+    return FilePlan(path, sha, [(doc, chunker.split(doc.text)) for doc in documents], keys)
 
 
 def embed_plan(embedder: Embedder, plan: FilePlan):
@@ -266,7 +269,7 @@ def commit_file(store: Store, plan: FilePlan, embedder: Embedder, encoder_tokeni
         NewChunk(c.idx, c.text, c.char_start, c.char_end, sha256_hex(c.text.encode()),
                  count_tokens(c.text), next(vectors)) for c in chunks]) for doc, chunks in plan.chunked]
     fault_point("before_commit")
-    store.catalog.replace_file(str(plan.path), plan.sha256, rows)
+    store.catalog.replace_file(str(plan.path), plan.sha256, rows, plan.spaces)
     fault_point("after_commit")
     report.files_ingested += 1
     report.documents += len(rows)

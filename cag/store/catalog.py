@@ -54,6 +54,11 @@ CREATE TABLE IF NOT EXISTS chunks (
     UNIQUE (doc_id, idx)
 );
 CREATE INDEX IF NOT EXISTS chunks_text ON chunks(text_sha256);
+CREATE TABLE IF NOT EXISTS file_spaces (  -- the cache spaces a file's chunks were last ingested for
+    path TEXT NOT NULL,
+    space TEXT NOT NULL,         -- CacheSpace.key
+    PRIMARY KEY (path, space)
+);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
@@ -192,10 +197,13 @@ class Catalog:
     def paths(self) -> list[str]:
         return [r[0] for r in self.conn.rows("SELECT DISTINCT path FROM documents ORDER BY path")]
 
-    def replace_file(self, path: str, file_sha256: str, documents: list) -> None:
-        """Atomically replace everything stored for `path` by `documents`: [(locator, n_chars, [NewChunk])]."""
+    def replace_file(self, path: str, file_sha256: str, documents: list, spaces: tuple = ()) -> None:
+        """Atomically replace everything stored for `path` by `documents`: [(locator, n_chars, [NewChunk])],
+        ingested for the cache spaces `spaces` (CacheSpace keys: the caches its chunks should have)."""
         with self._transaction():
             self.conn.execute("DELETE FROM documents WHERE path = ?", (path,))
+            self.conn.execute("DELETE FROM file_spaces WHERE path = ?", (path,))
+            self.conn.executemany("INSERT INTO file_spaces VALUES (?, ?)", [(path, key) for key in spaces])
             for locator, n_chars, chunks in documents:
                 doc_id = self.conn.execute(
                     "INSERT INTO documents (path, locator, file_sha256, n_chars, n_chunks) VALUES (?, ?, ?, ?, ?)",
@@ -221,6 +229,7 @@ class Catalog:
                 raise ValueError(f"{new} is already in the catalog")
             rows = self.conn.rows(f"{self._CHUNK_COLUMNS} WHERE d.path = ?", (old,))
             self.conn.execute("UPDATE documents SET path = ? WHERE path = ?", (new, old))
+            self.conn.execute("UPDATE file_spaces SET path = ? WHERE path = ?", (new, old))
             moved = [(_digest_of(r, path=new), r[0]) for r in rows if r[11] == CURRENT and _problem_of(r) is None]
             self.conn.executemany("UPDATE chunks SET chunk_sha256 = ? WHERE id = ?", moved)
             self._bump()
@@ -231,8 +240,24 @@ class Catalog:
         with self._transaction():
             removed = sum(self.conn.execute("DELETE FROM documents WHERE path = ?", (p,)).rowcount
                           for p in paths)
+            self.conn.executemany("DELETE FROM file_spaces WHERE path = ?", [(p,) for p in paths])
             self._bump()
         return removed
+
+    def note_spaces(self, path: str, spaces: tuple) -> None:
+        """Record that the (unchanged) file `path` was ingested for `spaces` too (CacheSpace keys)."""
+        have = {r[0] for r in self.conn.rows("SELECT space FROM file_spaces WHERE path = ?", (path,))}
+        if set(spaces) - have:
+            with self._transaction():
+                self.conn.executemany("INSERT OR IGNORE INTO file_spaces VALUES (?, ?)", [(path, k) for k in spaces])
+
+    def file_spaces(self) -> dict[str, set]:
+        """{path: the CacheSpace keys it was ingested for}; a file ingested before this was recorded
+        is absent."""
+        found: dict[str, set] = {}
+        for path, key in self.conn.rows("SELECT path, space FROM file_spaces"):
+            found.setdefault(path, set()).add(key)
+        return found
 
     def _transaction(self):
         conn = self.conn

@@ -3,7 +3,7 @@
 What is checked: store.json; the catalog (SQLite's own integrity check, and every chunk row against
 its digests); the FAISS index (its digest, the catalog generation it was built from, and that it
 holds exactly the intact chunks); every cache space (its description, a cache file for every chunk
-of the encoder's and native spaces, every cache file's checksum and that it is the cache its name
+in each encoder or native space its file was last ingested for, every cache file's checksum and that it is the cache its name
 says); and anything under caches/ that is not cag's (a symlink, a stray file), which is reported
 and never touched. `cag.repair` fixes what is derived.
 """
@@ -63,7 +63,7 @@ def check_store(folder: Path | None = None, progress: Progress | None = None) ->
         texts = _check_catalog(catalog, report) if catalog else None
         if texts is not None:
             _check_index(store, catalog, {c.id for chunks in texts.values() for c in chunks}, report)  # intact ids
-        _check_caches(store, texts, report, progress)
+        _check_caches(store, texts, catalog.file_spaces() if texts is not None else {}, report, progress)
     finally:
         if catalog is not None:
             catalog.close()
@@ -130,7 +130,10 @@ def _check_index(store: Store, catalog: Catalog, wanted: set, report: CheckRepor
                             f"lacks {len(wanted - held)} that are", index_file)
 
 
-def _check_caches(store: Store, texts: dict | None, report: CheckReport, progress: Progress) -> None:
+def _check_caches(store: Store, texts: dict | None, recorded: dict, report: CheckReport, progress: Progress) -> None:
+    """Every cache file, and a cache for every chunk in each space its file was ingested for
+    (`recorded`: {path: space keys}; a file ingested before that was recorded is expected in the
+    spaces where it has any cache)."""
     spaces, entries = {}, list(walk_caches(store.caches_folder))
     for entry in entries:
         if entry.kind == "model":
@@ -160,10 +163,12 @@ def _check_caches(store: Store, texts: dict | None, report: CheckReport, progres
     for key, space in spaces.items():
         if space.role == "translated":  # made on demand: a missing translation is not a problem
             continue
+        cached = {c.doc_path for file_key in found[key] if file_key in keys[key] for c in texts[keys[key][file_key]]}
+        expected = lambda doc: key in recorded[doc] if doc in recorded else doc in cached  # noqa: E731
         missing = defaultdict(int)  # document -> chunks without a cache in this space
         for file_key, text in keys[key].items():
             if file_key not in found[key]:
-                for doc in {c.doc_path for c in texts[text]}:
+                for doc in {c.doc_path for c in texts[text] if expected(c.doc_path)}:
                     missing[doc] += 1
         for doc, count in sorted(missing.items()):
             report.add("missing", f"{count} chunk(s) of {doc} have no {space.role} cache of {space.model_name}",

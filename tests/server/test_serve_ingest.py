@@ -87,3 +87,12 @@ def test_without_roots_no_path_is_taken(tmp_path):
     with pytest.raises(ForbiddenPathError, match="reads no paths"):
         resolve_ingest_path(str(tmp_path / "a.txt"), [])
     assert resolve_ingest_path("a.txt", [tmp_path]) == (tmp_path / "a.txt").resolve()
+
+
+def test_a_server_ingest_leaves_nothing_for_store_check_to_report(ingesting):
+    from cag.store.check import check_store
+
+    report = post(ingesting, {"documents": [{"name": "nebula.md", "text": "The Crab Nebula is a supernova remnant. " * 3}]})
+    assert report.status_code == 200 and report.json()["files_ingested"] == 1, report.text
+    found = check_store(ingesting.store)
+    assert found.problems == [], [p.message for p in found.problems]
