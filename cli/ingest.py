@@ -19,26 +19,31 @@ from cli.text import printable
 def ingest_command(
     paths: Annotated[list[Path], typer.Argument(help="Files or folders (read recursively).")],
     store: StoreOption = None,
-    encoder: Annotated[str, typer.Option(help="The one model that prefills every chunk. With Qwen generators, "
-                                             "qwen2.5-coder-0.5b is better: their own caches for the 0.5B, better "
-                                             "translations into the 1.5B, half the bytes per token, about 2.3x "
-                                             "slower to ingest (docs/results.md, 'Which encoder').")] = DEFAULT_ENCODER,
-    chunk_tokens: Annotated[int, typer.Option(help="Chunk size in encoder tokens.")] = 256,
+    encoder: Annotated[str | None, typer.Option(
+        help="The one model that prefills every chunk (default: the store's own; a new store's: "
+             f"{DEFAULT_ENCODER}). With Qwen generators, "
+             "qwen2.5-coder-0.5b is better: their own caches for the 0.5B, better "
+             "translations into the 1.5B, half the bytes per token, about 2.3x "
+             "slower to ingest (docs/results.md, 'Which encoder').")] = None,
+    chunk_tokens: Annotated[int | None, typer.Option(help="Chunk size in encoder tokens (default: the store's own; "
+                                                          "a new store's: 256).")] = None,
     also_for: Annotated[list[str] | None, typer.Option(
         "--also-for", help="Also store this generator's own native caches (repeatable).")] = None,
-    embedder: Annotated[str, typer.Option(help="sentence-transformers model for retrieval.")] = DEFAULT_EMBEDDER,
+    embedder: Annotated[str | None, typer.Option(help="sentence-transformers model for retrieval (default: the "
+                                                      f"store's own; a new store's: {DEFAULT_EMBEDDER}).")] = None,
     faiss_factory: Annotated[str | None, typer.Option(
         help="The store's vector index: auto (Flat up to 1,000,000 chunks, then HNSW32), or a FAISS "
              "index_factory string (Flat, HNSW32, IVF1024,SQ8, ...). "
              "Recorded in the store; given again with another value, the index is rebuilt. "
              "Default: the store's own (auto for a new store).")] = None,
-    cache_dtype: Annotated[str, typer.Option(help="Storage of chunk caches: fp16, bf16, fp32, or int8 / int4 / "
+    cache_dtype: Annotated[str | None, typer.Option(help="Storage of chunk caches (set when a store is created; "
+                                                  "default fp16): fp16, bf16, fp32, or int8 / int4 / "
                                                   "int4k-int3v (integer codes with per-group ranges, KIVI-style: "
                                                   "keys per channel, values per token; 0.52 / 0.27 / 0.24 of "
                                                   "fp16's bytes; int4k-int3v: int4 keys over 128 tokens, int3 "
                                                   "values over 64 channels after a Hadamard rotation). "
                                                   "Translations made from a store below 8 bits are kept in "
-                                                  "int8.")] = "fp16",
+                                                  "int8.")] = None,
     batch_size: Annotated[int, typer.Option(min=1, help="Chunks per prefill batch.")] = 8,
     reuse_caches_from: Annotated[list[Path] | None, typer.Option(
         "--reuse-caches-from", help="Another store: chunk caches it holds for the same model, prefix "
@@ -57,12 +62,12 @@ def ingest_command(
     leave the store. A killed run can simply be started again. With --ray, workers of a Ray
     cluster prefill (docs/cluster.md).
     """
-    from cag.ingest.pipeline import IngestOptions, ingest
+    from cag.ingest.pipeline import IngestOptions, ingest, store_settings
 
     console = Console(stderr=True)
-    options = IngestOptions(encoder, embedder, chunk_tokens, 0, faiss_factory, cache_dtype,
-                            tuple(also_for or ()), batch_size, device=device, dtype=dtype,
-                            reuse_from=tuple(reuse_caches_from or ()))
+    options = IngestOptions(**store_settings(store, encoder, embedder, chunk_tokens, cache_dtype), chunk_overlap=0,
+                            faiss_factory=faiss_factory, also_for=tuple(also_for or ()), batch_size=batch_size,
+                            device=device, dtype=dtype, reuse_from=tuple(reuse_caches_from or ()))
     cluster = ray_options(ray, ray_workers, ray_cpus_per_worker, ray_gpus_per_worker)
     with progress_bars() as progress:
         if cluster is None:

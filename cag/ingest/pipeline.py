@@ -155,6 +155,19 @@ def reingest(store: Store, paths: list, also_for: tuple = (), progress: Progress
                           progress or Progress())
 
 
+def store_settings(store_dir, encoder: str | None = None, embedder: str | None = None,
+                   chunk_tokens: int | None = None, cache_dtype: str | None = None) -> dict:
+    """IngestOptions' encoder, embedder, chunk_tokens and cache_dtype for an ingest into `store_dir`:
+    those given, else the existing store's own, else a new store's defaults. So `cag ingest DOC
+    --store S`, the fix the store's messages print, works whatever S was built with."""
+    folder = store_folder(store_dir)
+    have = Store.open(folder, catalog=False).config if (folder / "store.json").is_file() else None
+    return {"encoder": encoder or (have.encoder if have else DEFAULT_ENCODER),
+            "embedder": embedder or (have.embedder if have else DEFAULT_EMBEDDER),
+            "chunk_tokens": chunk_tokens or (have.chunk_tokens if have else IngestOptions.chunk_tokens),
+            "cache_dtype": cache_dtype or (have.cache_dtype if have else IngestOptions.cache_dtype)}
+
+
 def check_paths(paths: list) -> list[Path]:
     roots = [Path(p).expanduser() for p in paths]
     missing = [str(p) for p in roots if not p.exists()]

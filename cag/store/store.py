@@ -189,7 +189,13 @@ class Store:
         except CorruptCacheError as exc:
             path.unlink(missing_ok=True)
             raise CagError(f"{exc} It was removed; re-ingest its document to re-create it: "
-                           f"`cag ingest {row.doc_path} --store {self.folder}`.") from exc
+                           f"`{self.remake_command(space, [row.doc_path])}`.") from exc
+
+    def remake_command(self, space: CacheSpace, paths: list[str]) -> str:
+        """The command that re-creates the caches of `paths`' chunks in `space` (a native space's
+        with --also-for its generator; a translated space's are re-made by the next ask anyway)."""
+        also = f" --also-for {space.generator or space.model_name}" if space.role == "native" else ""
+        return f"cag ingest {' '.join(paths)}{also} --store {self.folder}"
 
     def native_space(self, fingerprint: str, prefix_sha256: str) -> CacheSpace | None:
         for space in self.spaces():
