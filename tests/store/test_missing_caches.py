@@ -167,3 +167,31 @@ def test_the_hint_for_a_document_gone_from_disk_clears_it_when_followed(store, c
     assert repaired.exit_code == 1 and "lobster.md is no longer on disk" in repaired.output, repaired.output
     follow(repaired.output, "cag store remove")
     assert invoke("store", "check", "--store", store).exit_code == 0
+
+
+def test_auto_names_a_deleted_native_cache_and_its_fix(store, tiny_models):
+    import json
+
+    cache_of(store, "native", "lobster.md").unlink()
+    answered = ask(store, tiny_models)  # --mode auto, every chunk retrieved
+    assert answered.exit_code == 0, answered.output
+    result = json.loads(answered.stdout.strip().splitlines()[-1])
+    assert result["mode"] != "native"
+    note = " ".join(result["notes"])
+    assert "No native caches for" in note and "for 1 of the" in note, note
+    assert "lobster.md" in " ".join(hint(note)) and "--also-for" in hint(note)
+    found = invoke("store", "check", "--store", store)
+    assert found.exit_code == 1 and "lobster.md have no native cache" in found.output
+    follow(note)
+    assert json.loads(ask(store, tiny_models).stdout.strip().splitlines()[-1])["mode"] == "native"
+
+
+def test_repair_restores_a_deleted_native_cache(store, tiny_models):
+    import json
+
+    path = cache_of(store, "native", "lobster.md")
+    path.unlink()
+    repaired = invoke("store", "check", "--repair", "--store", store)
+    assert repaired.exit_code == 0 and "No problems found" in repaired.output, repaired.output
+    assert path.is_file()
+    assert json.loads(ask(store, tiny_models).stdout.strip().splitlines()[-1])["mode"] == "native"
