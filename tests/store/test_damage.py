@@ -208,3 +208,54 @@ def test_embedding_bytes_are_what_the_index_holds(store):
         assert sorted(opened.index().ids().tolist()) == sorted(ids.tolist())
     finally:
         opened.close()
+
+
+def replace_header(path, header: bytes) -> None:
+    """Put `header` (padded with spaces to the old header's length) where the safetensors header is."""
+    import struct
+    data = path.read_bytes()
+    (length,) = struct.unpack("<Q", data[:8])
+    assert len(header) <= length
+    path.write_bytes(data[:8] + header.ljust(length) + data[8 + length:])
+
+
+@pytest.mark.parametrize("header", [b"[1, 2]", b"123", b"null", b'"cag.sha256"', b'{"__metadata__": "cag.sha256"}',
+                                   b'{"__metadata__": ["cag.sha256"]}'])
+def test_a_cache_header_of_valid_json_but_not_an_object_is_a_damaged_cache(tmp_path, header):
+    from cag.errors import CorruptCacheError
+    from cag.kv.serde import load_chunk_cache, save_chunk_cache
+    from cag.testing import tiny_lm
+    from cag.kv.chunk_cache import prefill_chunks
+
+    lm = tiny_lm("llama")
+    path = tmp_path / "chunk.safetensors"
+    save_chunk_cache(prefill_chunks(lm, ["The quick brown fox."], ())[0], path)
+    replace_header(path, header)
+    with pytest.raises(CorruptCacheError, match="chunk.safetensors"):
+        load_chunk_cache(path)
+
+
+def test_a_cache_header_that_is_not_an_object_is_reported_repaired_and_one_line_in_ask(store, tiny_models):
+    caches = sorted((store / "caches").rglob("*.safetensors"))
+    for path in caches:
+        replace_header(path, b"[]")
+    found = check(store)
+    assert found.exit_code == 1 and found.output.count("cache: ") == len(caches), found.output
+    assert "corrupted header" in found.output
+    repaired = check(store, "--repair")
+    assert repaired.exit_code == 0 and "No problems found" in repaired.output, repaired.output
+    for path in caches:
+        replace_header(path, b"[]")
+    answer = ask(store, tiny_models, "--mode", "native", top_k=1)
+    assert answer.exit_code == 1 and handled(answer), answer.output
+    assert len(answer.output.strip().splitlines()) == 1 and "--also-for" in answer.output
+
+
+def test_index_and_space_descriptions_of_valid_json_but_not_objects_are_damage(store, tiny_models):
+    model_json = next((store / "caches").glob("*/model.json"))
+    for bad in (b'"x"', b"[1]", b"7", b"null"):
+        (store / "index.json").write_bytes(bad)
+        model_json.write_bytes(bad)
+        found = check(store)
+        assert found.exit_code == 1 and "index: " in found.output and "space: " in found.output, found.output
+    assert ask(store, tiny_models, "--mode", "direct").exit_code == 0  # the index is rebuilt from the catalog
