@@ -49,6 +49,12 @@ def store_folder(folder: Path | None) -> Path:
     folder = Path(folder).expanduser() if folder else default_store_dir()
     if folder.exists() and not folder.is_dir():
         raise CagError(f"--store {folder} is a file, not a store folder: pass a folder (a new one is created).")
+    for parent in folder.parents:  # the nearest one there must be a folder to create the store in
+        if parent.exists() or parent.is_symlink():
+            if not parent.is_dir():
+                what = "a file, not a folder" if parent.is_file() else "not a folder (a broken link?)"
+                raise CagError(f"--store {folder}: {parent} is {what}; pass a store folder whose parents are folders.")
+            break
     return folder
 
 

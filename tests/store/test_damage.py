@@ -176,6 +176,20 @@ def test_a_removed_cache_names_its_document_and_the_store(store, tiny_models):
     assert ask(store, tiny_models, "--mode", "native").exit_code == 0
 
 
+def test_a_store_below_a_regular_file_is_one_line_in_every_command(tiny_models, corpus, tmp_path):
+    not_a_folder = tmp_path / "notes.txt"
+    not_a_folder.write_text("hello")
+    below = not_a_folder / "store"
+    for args in (["ingest", corpus, "--encoder", tiny_models["encoder"]], ["ask", "Who?"], ["store", "check"],
+                 ["store", "check", "--repair"], ["store", "info"], ["store", "list"], ["store", "prune"],
+                 ["store", "remove", corpus], ["serve", "--no-warm-up"]):
+        result = invoke(*args, "--store", below)
+        assert result.exit_code == 1 and handled(result), (args, result.output)
+        assert len(result.output.strip().splitlines()) == 1, (args, result.output)
+        assert f"{not_a_folder} is a file, not a folder" in result.output, (args, result.output)
+    assert not_a_folder.read_text() == "hello"
+
+
 def test_a_file_name_with_a_newline_is_listed_on_one_line(tiny_models, tmp_path):
     docs = tmp_path / "docs"
     docs.mkdir()
