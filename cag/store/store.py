@@ -16,6 +16,7 @@ import contextlib
 import fcntl
 import json
 import logging
+import os
 import re
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -66,6 +67,17 @@ def check_faiss_factory(factory: str, dim: int) -> None:
         raise CagError(f"--faiss-factory: {exc}") from exc
 
 
+def check_caches_folder(caches: Path) -> None:
+    """CagError (one line) unless `caches` is absent or a folder. It may be a symlink to a folder
+    (caches moved to a bigger disk); one that leads nowhere (a disk not mounted) is refused, where
+    ingest would otherwise write nothing and ask find no caches."""
+    if caches.is_symlink() and not caches.is_dir():
+        raise CagError(f"The store's {caches} is a link to {os.readlink(caches)}, which is not a folder (a disk not "
+                       f"mounted?): mount it, or remove the link ({caches}) to start the caches afresh.")
+    if caches.exists() and not caches.is_dir():
+        raise CagError(f"The store's {caches} is a file, not its cache folder: move it out of the store.")
+
+
 @dataclass(frozen=True)
 class StoreConfig:
     encoder: str
@@ -83,6 +95,7 @@ class Store:
     def __init__(self, folder: Path, config: StoreConfig, catalog: bool = True):
         self.folder = Path(folder)
         self.config = config
+        check_caches_folder(self.caches_folder)
         self.catalog = Catalog(self.folder / "catalog.sqlite") if catalog else None
         self._index: VectorIndex | None = None
 
@@ -297,7 +310,9 @@ class Store:
 
     # ---- info ----------------------------------------------------------------------------
     def bytes_on_disk(self) -> int:
-        return files_bytes(self.folder)
+        """Bytes of the store's files, caches/ included where it is a link to another disk."""
+        linked = self.caches_folder.is_symlink()
+        return files_bytes(self.folder) + (files_bytes(self.caches_folder) if linked else 0)
 
     def info(self) -> dict:
         counts = self.catalog.counts()

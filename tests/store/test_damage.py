@@ -147,6 +147,54 @@ def test_deletes_never_leave_the_store(store, tiny_models, corpus, tmp_path):
     assert (space / "stray.bin").is_file() and (space / "zz").is_symlink()
 
 
+def test_caches_on_another_disk_through_a_symlinked_caches_folder(store, tiny_models, corpus, tmp_path):
+    """A user moves caches/ to a bigger disk and leaves a link: every mode reads through it, check and
+    repair walk it, ingest writes through it; links inside it are still never followed."""
+    import shutil
+
+    other_disk = tmp_path / "big_disk"
+    other_disk.mkdir()
+    shutil.move(store / "caches", other_disk / "caches")
+    (store / "caches").symlink_to(other_disk / "caches")
+    assert ask(store, tiny_models, "--mode", "native").exit_code == 0
+    found = check(store)
+    assert found.exit_code == 0 and "No problems found" in found.output, found.output
+    files = sorted((other_disk / "caches").rglob("*.safetensors"))
+    assert f"{len(files)} cache files checked" in found.output
+    info = json.loads(invoke("store", "info", "--store", store, "--json").output)
+    assert info["bytes_on_disk"] > sum(f.stat().st_size for f in files)
+    data = bytearray(files[0].read_bytes())
+    data[-3] ^= 0xFF
+    files[0].write_bytes(bytes(data))
+    (other_disk / "caches" / "notes.txt").write_text("someone else's file")
+    found = check(store)
+    assert found.exit_code == 1 and "cache: " in found.output and "notes.txt is not a cag cache file" in found.output
+    assert check(store, "--repair").exit_code == 1  # the foreign file stays, reported
+    assert (other_disk / "caches" / "notes.txt").is_file()
+    (other_disk / "caches" / "notes.txt").unlink()
+    assert check(store).exit_code == 0
+    (corpus / "comet.txt").write_text("The Zorblax comet returns every 77 years. " * 3)
+    again = invoke("ingest", corpus, "--store", store, "--encoder", tiny_models["encoder"], "--chunk-tokens", 32,
+                   "--also-for", tiny_models["generator"])
+    assert again.exit_code == 0 and "1 ingested" in again.output, again.output
+    assert (store / "caches").is_symlink() and len(list((other_disk / "caches").rglob("*.safetensors"))) > len(files)
+    assert check(store).exit_code == 0
+
+
+def test_a_caches_link_to_nowhere_is_one_line_everywhere(store, tiny_models, corpus, tmp_path):
+    import shutil
+
+    shutil.rmtree(store / "caches")
+    (store / "caches").symlink_to(tmp_path / "unmounted" / "caches")
+    for args in (["ask", QUESTION, "--model", tiny_models["generator"], "--mode", "native"],
+                 ["ingest", corpus, "--encoder", tiny_models["encoder"]], ["store", "check"],
+                 ["store", "check", "--repair"], ["store", "info"]):
+        result = invoke(*args, "--store", store)
+        assert result.exit_code == 1 and handled(result), (args, result.output)
+        assert len(result.output.strip().splitlines()) == 1 and "is a link to" in result.output, (args, result.output)
+        assert "which is not a folder" in result.output
+
+
 def test_a_regular_file_as_store_is_refused(tiny_models, corpus, tmp_path):
     not_a_folder = tmp_path / "notes.txt"
     not_a_folder.write_text("hello")
