@@ -120,6 +120,7 @@ def ask(question: str, store_dir: Path | None = None, model: str = DEFAULT_GENER
                      f"{len(retrieval.results)} chunks; used {len(retrieval.results)}")
     request = ContextRequest(store, lm, layout, rows, q_ids, options)
     built = chosen.build(request)
+    notes.extend(request.notes)
     generation_start = time.perf_counter()
     with reading(lm, built.reader):  # a reader adapter (reader modes) on the question and answer only
         generation = greedy_generate(lm, built.lead_ids + q_ids, built.context, max_new_tokens, on_token)

@@ -8,7 +8,7 @@ import time
 
 import torch
 
-from cag.errors import CagError
+from cag.errors import CagError, DiskFullError
 from cag.kv.assemble import AssembledContext, check_positions, native_prefix_kv
 from cag.kv.chunk_cache import ids_sha256, tokenize_chunk
 from cag.kv.serde import derived_cache_dtype, save_chunk_cache
@@ -53,11 +53,12 @@ def translated_space(translator, lm, prefix_ids) -> CacheSpace:
 
 
 def translated_chunks(store: Store, lm, layout, rows: list, kind: str, timings: dict,
-                      keep: bool = True) -> list:
+                      keep: bool = True, notes: list | None = None) -> list:
     """Target-space chunk caches for `rows` (assembly order). Rotary generators: translated caches
     are stored in the store and reused (`keep=False`: used when stored, never written);
     absolute-position generators translate at each chunk's landing offset every time. The chunks
-    not stored are translated together, in one batch."""
+    not stored are translated together, in one batch. A full disk stops the keeping, never the
+    answer (a note in `notes` says so)."""
     translator = translator_for(store, lm, kind)
     source_space = encoder_space(store)
     prefix = list(layout.prefix_ids)
@@ -82,13 +83,27 @@ def translated_chunks(store: Store, lm, layout, rows: list, kind: str, timings: 
         made = translate_chunks(translator, sources, lm, prefix, starts)
         timings["load"] += (t1 - t0) * 1e3
         timings["translate"] += (time.perf_counter() - t1) * 1e3
+        keeping = persist and keep
         for i, chunk in zip(pending, made):
             chunks[i] = chunk
-            if persist and keep:
-                store.register_space(space)  # per save: a prune may remove the space meanwhile
-                save_chunk_cache(chunk, store.cache_path(space, rows[i].text_sha256),
-                                 derived_cache_dtype(store.config.cache_dtype))
+            keeping = keeping and _keep(store, space, rows[i], chunk, notes)
     return chunks
+
+
+def _keep(store: Store, space: CacheSpace, row, chunk, notes: list | None) -> bool:
+    """Store one translation for later asks; False when the disk is full (with a note): translations
+    are only a reuse cache, so the answer goes on without keeping them."""
+    try:
+        store.register_space(space)  # per save: a prune may remove the space meanwhile
+        save_chunk_cache(chunk, store.cache_path(space, row.text_sha256), derived_cache_dtype(store.config.cache_dtype))
+        return True
+    except DiskFullError as exc:
+        note = str(exc.where(f"store {store.folder}", "the answer was made without keeping the translations "
+                                                      "(the next ask translates again); free space to keep them."))
+        log.warning("%s", note)
+        if notes is not None:
+            notes.append(note)
+        return False
 
 
 def _stored_translation(store: Store, space: CacheSpace, row, timings: dict):
@@ -109,10 +124,10 @@ def _stored_translation(store: Store, space: CacheSpace, row, timings: dict):
 
 @torch.no_grad()
 def window_context(store: Store, lm, layout, rows: list, timings: dict, window=None,
-                   keep: bool = True) -> AssembledContext:
+                   keep: bool = True, notes: list | None = None) -> AssembledContext:
     """Window injection: the MoT translator's K/V in a window of layers, the generator running over
     the context for the others (the paper's replay; costs a prefill of the context)."""
-    chunks = translated_chunks(store, lm, layout, rows, "mot", timings, keep)
+    chunks = translated_chunks(store, lm, layout, rows, "mot", timings, keep, notes)
     prefix = torch.as_tensor(list(layout.prefix_ids), dtype=torch.int64)
     ids = torch.cat([c.token_ids for c in chunks])
     check_positions(lm.geometry, prefix.numel() + ids.numel())

@@ -43,7 +43,8 @@ class TranslatedMode(ContextMode):
 
     def build(self, request: ContextRequest) -> BuiltContext:
         caches = translated_chunks(request.store, request.lm, request.layout, request.rows,
-                                   self.translator_kind, request.timings, request.options.keep_translated)
+                                   self.translator_kind, request.timings, request.options.keep_translated,
+                                   request.notes)
         start = time.perf_counter()
         context = assemble(request.lm, caches, request.layout.prefix_ids)
         request.timings["assemble"] = (time.perf_counter() - start) * 1e3
@@ -58,7 +59,7 @@ class WindowMode(TranslatedMode):
 
     def build(self, request: ContextRequest) -> BuiltContext:
         context = window_context(request.store, request.lm, request.layout, request.rows, request.timings,
-                                 request.options.window, request.options.keep_translated)
+                                 request.options.window, request.options.keep_translated, request.notes)
         return BuiltContext(context, [], context.length - context.prefix_tokens)
 
     def offer_for_auto(self, store, lm, min_retention: float) -> AutoOffer | None:

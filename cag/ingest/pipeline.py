@@ -18,7 +18,7 @@ from pathlib import Path
 
 from cag.atomic import atomic_write
 from cag.defaults import DEFAULT_EMBEDDER, DEFAULT_ENCODER
-from cag.errors import CagError
+from cag.errors import CagError, DiskFullError
 from cag.faults import fault_point
 from cag.ingest.chunking import Chunker
 from cag.ingest.reading import UnreadableFile, discover, read_file
@@ -37,6 +37,8 @@ from indexes.factory import AUTO
 
 log = logging.getLogger(__name__)
 FILES_TASK, PREFILL_TASK = "files", "chunks prefilled"  # progress tasks
+INGEST_AGAIN = ("the files ingested before it are kept: free space (or move the store's caches/ to a bigger disk "
+                "and leave a link in its place) and run the same `cag ingest` again; it goes on where it stopped.")
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,8 @@ def ingest(paths: list, store_dir: Path | None = None, options: IngestOptions = 
             if options.faiss_factory is not None:
                 store.set_faiss_factory(options.faiss_factory)
             report = _ingest_locked(roots, store, encoder, embedder, options, progress)
+    except DiskFullError as exc:
+        raise exc.where(f"store {store.folder}", INGEST_AGAIN) from exc
     finally:
         store.close()
     report.seconds = time.perf_counter() - start

@@ -32,6 +32,7 @@ class ContextRequest:
     question_ids: list  # the question as the generator reads it after the context
     options: ModeOptions = ModeOptions()
     timings: dict = field(default_factory=lambda: {"load": 0.0, "translate": 0.0, "assemble": 0.0})
+    notes: list = field(default_factory=list)  # what the user should know about this context (one line each)
 
 
 @dataclass

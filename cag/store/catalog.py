@@ -22,7 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from cag.errors import CagError
+from cag.atomic import free_bytes
+from cag.errors import CagError, DiskFullError
 from cag.faults import fault_point
 from cag.models.fingerprint import sha256_hex
 from cag.store.row_digest import CURRENT, FIRST, RowPlace, digest_problem, row_digest
@@ -115,6 +116,8 @@ class _Connection:
         try:
             return function(*args, **kwargs)
         except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:  # the change is rolled back
+                raise DiskFullError(self.path.parent, None, free_bytes(self.path.parent), self.path.name) from exc
             if "locked" in str(exc) or "busy" in str(exc):
                 raise CatalogError(f"The store's catalog {self.path} is busy ({exc}); try again.") from exc
             raise self.damaged(exc) from exc
@@ -267,7 +270,15 @@ class Catalog:
                 conn.execute("BEGIN IMMEDIATE")
 
             def __exit__(self, exc_type, exc, tb):
-                conn.execute("COMMIT" if exc_type is None else "ROLLBACK")
+                if exc_type is None:
+                    try:
+                        conn.execute("COMMIT")
+                    except CagError:  # (a full disk at commit: leave nothing open)
+                        if conn.conn.in_transaction:
+                            conn.conn.execute("ROLLBACK")
+                        raise
+                elif conn.conn.in_transaction:  # (SQLite may have rolled it back itself: a full disk)
+                    conn.execute("ROLLBACK")
 
         return _Tx()
 

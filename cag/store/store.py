@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from cag.atomic import atomic_write_text
-from cag.errors import CagError, CorruptCacheError, StoreBusyError
+from cag.errors import CagError, CorruptCacheError, DiskFullError, StoreBusyError
 from cag.home import cag_home
 from cag.kv.chunk_cache import ChunkCache
 from cag.kv.serde import load_chunk_cache
@@ -298,7 +298,10 @@ class Store:
                                       self.config.embedder, ids, vectors, self.catalog.generation)
         except IndexSetupError as exc:
             raise CagError(str(exc)) from exc
-        save_index(self.folder, index)
+        try:
+            save_index(self.folder, index)
+        except DiskFullError as exc:  # derived data: searched from memory, rebuilt by the next open
+            log.warning("the FAISS index of store %s was not saved: %s", self.folder, exc)
         self._index = index
         return index
 
