@@ -374,20 +374,20 @@ class Catalog:
         recorded from them): (rows, documents) sealed. Others are left as they are (re-ingest them).
         Hold the store's write lock."""
         incomplete = {(p, loc) for p, loc, _, _ in self.incomplete_documents()}
-        by_doc: dict = {}
-        for r in self.conn.rows(f"{self._CHUNK_COLUMNS} ORDER BY d.path, d.locator, c.idx"):
-            by_doc.setdefault((r[1], r[2]), []).append(r)
-        sealed = []
-        for doc, rows in by_doc.items():
-            if doc in incomplete or any(r[11] != FIRST or _problem_of(r) is not None for r in rows):
-                continue
-            sealed.append((doc, [(_digest_of(r, version=CURRENT, n_chunks=len(rows)), CURRENT, r[0]) for r in rows]))
-        with self._transaction():
-            for (path, locator), updates in sealed:
+        docs = self.conn.rows("SELECT DISTINCT d.path, d.locator FROM chunks c JOIN documents d ON d.id = c.doc_id "
+                              "WHERE c.digest_version = ?", (FIRST,))
+        rows_sealed = docs_sealed = 0
+        with self._transaction():  # one document's rows in memory at a time
+            for path, locator in docs:
+                rows = self.conn.rows(f"{self._CHUNK_COLUMNS} WHERE d.path = ? AND d.locator = ?", (path, locator))
+                if (path, locator) in incomplete or any(r[11] != FIRST or _problem_of(r) is not None for r in rows):
+                    continue
                 self.conn.execute("UPDATE documents SET n_chunks = ? WHERE path = ? AND locator = ?",
-                                  (len(updates), path, locator))
-                self.conn.executemany("UPDATE chunks SET chunk_sha256 = ?, digest_version = ? WHERE id = ?", updates)
-        return sum(len(u) for _, u in sealed), len(sealed)
+                                  (len(rows), path, locator))
+                self.conn.executemany("UPDATE chunks SET chunk_sha256 = ?, digest_version = ? WHERE id = ?",
+                                      [(_digest_of(r, version=CURRENT, n_chunks=len(rows)), CURRENT, r[0]) for r in rows])
+                rows_sealed, docs_sealed = rows_sealed + len(rows), docs_sealed + 1
+        return rows_sealed, docs_sealed
 
     def text_hashes_of(self, path: str) -> list[str]:
         """The text digests of every chunk stored for the file `path`."""
