@@ -3,9 +3,9 @@
 What is checked: store.json; the catalog (SQLite's own integrity check, and every chunk row against
 its digests); the FAISS index (its digest, the catalog generation it was built from, and that it
 holds exactly the intact chunks); every cache space (its description, a cache file for every chunk
-in each encoder or native space its file was last ingested for, every cache file's checksum and that it is the cache its name
-says); and anything under caches/ that is not cag's (a symlink, a stray file), which is reported
-and never touched. `cag.repair` fixes what is derived.
+in each encoder or native space its file was last ingested for, every cache file's checksum and
+that it is the cache its name says); and anything under caches/ that is not cag's (a symlink, a
+stray file), which is reported and never touched. `cag.repair` fixes what is derived.
 """
 
 import json
@@ -60,10 +60,10 @@ def check_store(folder: Path | None = None, progress: Progress | None = None) ->
     report = CheckReport(str(store.folder))
     catalog = _open_catalog(store, report)
     try:
-        texts = _check_catalog(catalog, report) if catalog else None
+        texts, recorded = _check_catalog(catalog, report) if catalog else (None, {})
         if texts is not None:
             _check_index(store, catalog, {c.id for chunks in texts.values() for c in chunks}, report)  # intact ids
-        _check_caches(store, texts, catalog.file_spaces() if texts is not None else {}, report, progress)
+        _check_caches(store, texts, recorded, report, progress)
     finally:
         if catalog is not None:
             catalog.close()
@@ -82,20 +82,20 @@ def _open_catalog(store: Store, report: CheckReport) -> Catalog | None:
     return catalog
 
 
-def _check_catalog(catalog: Catalog, report: CheckReport) -> dict | None:
-    """{text sha256: [intact ChunkRow]} of every chunk row, a damaged row's text digest mapping to no
-    row (None when the catalog cannot be read)."""
+def _check_catalog(catalog: Catalog, report: CheckReport) -> tuple[dict | None, dict]:
+    """({text sha256: [intact ChunkRow]} of every chunk row, a damaged row's text digest mapping to no
+    row (None when the catalog cannot be read); {path: the cache spaces it was ingested for})."""
     try:
         intact, damaged = catalog.verify_all()
+        incomplete, first, recorded = catalog.incomplete_documents(), catalog.first_digest_rows(), catalog.file_spaces()
     except CagError as exc:
         report.add("catalog", f"the catalog's chunks cannot be read: {exc}", catalog.path)
-        return None
+        return None, {}
     for chunk, problem in damaged:
         report.add("chunk", f"chunk {chunk.idx} of {chunk.doc} is damaged: {problem}", chunk.doc_path)
-    for path, locator, held, written in catalog.incomplete_documents():
+    for path, locator, held, written in incomplete:
         report.add("chunk", f"{doc_label(path, locator)} has {held} chunk rows; it was written with {written}, numbered "
                             "from 0: a row was deleted or moved to another document", path)
-    first = catalog.first_digest_rows()
     if first:
         report.notes.append(f"{first} chunk rows carry the first row digest, which does not cover their document "
                             "(written by an earlier cag): `cag store check --repair --store "
@@ -106,7 +106,7 @@ def _check_catalog(catalog: Catalog, report: CheckReport) -> dict | None:
     for chunk, _ in damaged:  # its caches are not orphans: re-ingesting the file reuses them
         texts.setdefault(chunk.text_sha256, [])
     report.counts.update(chunks=len(intact) + len(damaged), damaged_chunks=len(damaged))
-    return texts
+    return texts, recorded
 
 
 def _check_index(store: Store, catalog: Catalog, wanted: set, report: CheckReport) -> None:
