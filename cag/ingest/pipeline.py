@@ -38,7 +38,7 @@ from indexes.factory import AUTO
 log = logging.getLogger(__name__)
 FILES_TASK, PREFILL_TASK = "files", "chunks prefilled"  # progress tasks
 INGEST_AGAIN = ("the files ingested before it are kept: free space (or move the store's caches/ to a bigger disk "
-                "and leave a link in its place) and run the same `cag ingest` again; it goes on where it stopped.")
+                "and leave a link in its place) and run the same ingest again; it goes on where it stopped.")
 
 
 @dataclass(frozen=True)

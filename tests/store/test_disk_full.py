@@ -74,7 +74,7 @@ def test_a_disk_that_fills_during_ingest_is_one_line_and_ingest_resumes(tiny_mod
     disk = FullDisk(monkeypatch, tmp_path, 60_000)  # room for a few chunk caches, not all
     line = one_line(ingest(store, corpus, tiny_models))
     assert f"The disk holding store {store} is full" in line and "bytes needed to write" in line, line
-    assert "run the same `cag ingest` again" in line
+    assert "run the same ingest again" in line
     assert not leftovers(store)
     written = every_cache_verifies(store)
     assert written > 0
