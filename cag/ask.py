@@ -149,6 +149,7 @@ def ask(question: str, store_dir: Path | None = None, options: AskOptions | None
                      f"{len(retrieval.results)} chunks; used {len(retrieval.results)}")
     request = ContextRequest(store, lm, layout, rows, q_ids, mode_options)
     built = chosen.build(request)
+    notes.extend(built.notes)
     generation_start = time.perf_counter()
     generation = greedy_generate(lm, built.lead_ids + q_ids, built.context, max_new_tokens, on_token)
     timings = {"warmup": warmup_ms, "embed": retrieval.embed_ms if retrieval else 0.0,

@@ -7,6 +7,8 @@
   documents are ingested again from disk (unchanged chunks reuse their caches; nothing is
   prefilled twice). A document no longer on disk cannot be rebuilt: it is reported.
 - Damaged translated caches are deleted and translated again (the next ask would do it anyway).
+- Chunk rows that carry the first row digest (it does not cover their document) and verify are
+  sealed with the current one.
 - Temporary files and cache files no chunk refers to are deleted; anything under caches/ that is
   not cag's is reported and left alone.
 - The FAISS index is rebuilt from the catalog.
@@ -30,6 +32,7 @@ from cag.progress import Progress
 from cag.prompt import prompt_layout
 from cag.store.catalog import Catalog, ChunkRow, NewChunk, row_problem
 from cag.store.check import CheckReport, check_store
+from cag.store.row_digest import FIRST
 from cag.store.spaces import CacheSpace, walk_caches
 from cag.store.store import Store
 
@@ -57,6 +60,10 @@ def repair_store(folder: Path | None = None, progress: Progress | None = None) -
             reingest_paths, also_for, retranslate = _plan(store, before, report)
             _reingest(store, reingest_paths, also_for, report, progress)
             _retranslate(store, retranslate, report)
+            rows, documents = store.catalog.seal_first_digests()
+            if rows:
+                report.done.append(f"sealed {rows} chunk rows of {documents} document(s) with the row digest that "
+                                   "covers their document (they carried the first one)")
             removed = store.collect_garbage()
             if removed:
                 report.done.append(f"deleted {removed} temporary or unreferenced cache file(s)")
@@ -157,10 +164,12 @@ def _salvage_catalog(store: Store, report: RepairReport) -> None:
         if Path(f"{path}{suffix}").exists():
             Path(f"{path}{suffix}").rename(f"{aside}{suffix}")
     old = sqlite3.connect(f"file:{aside}?mode=ro", uri=True)
-    try:
-        documents, docs_complete = _readable(old, "documents", "id, path, locator, file_sha256, n_chars")
+    try:  # (catalogs from before the row digest covered the document lack the last column of each)
+        documents, docs_complete = _readable(old, "documents", "id, path, locator, file_sha256, n_chars, "
+                                             + _column_or(old, "documents", "n_chunks", "NULL"))
         chunks, chunks_complete = _readable(old, "chunks", "doc_id, idx, text, char_start, char_end, text_sha256, "
-                                                           "n_tokens, embedding, chunk_sha256")
+                                                           "n_tokens, embedding, chunk_sha256, "
+                                            + _column_or(old, "chunks", "digest_version", str(FIRST)))
         # the file names may still be readable through the (path, locator) index when the rows are not
         named, _ = _readable(old, "documents", "path") if not docs_complete else ([], True)
     finally:
@@ -176,6 +185,15 @@ def _salvage_catalog(store: Store, report: RepairReport) -> None:
         report.before.add("catalog-rows", f"{lost} lost rows in the damaged catalog", lost)
     if not docs_complete and not named:
         report.not_repaired.append("the damaged catalog's file list is unreadable: ingest your folders again")
+
+
+def _column_or(conn, table: str, column: str, default: str) -> str:
+    """`column` if the damaged catalog's `table` has it, else the SQL value `default`."""
+    try:
+        present = {r[1] for r in conn.execute(f"PRAGMA table_info({table})").fetchall()}
+    except sqlite3.DatabaseError:
+        present = {column}  # unreadable schema: ask for it; unreadable rows are read one by one
+    return column if column in present else default
 
 
 def _readable(conn, table: str, columns: str) -> tuple[list, bool]:
@@ -206,19 +224,19 @@ def _copy_intact(new: Catalog, documents: list, chunks: list, complete: bool) ->
     for _, doc_id, *rest in chunks:
         by_doc[doc_id].append(rest)
     files = defaultdict(list)
-    for _, doc_id, doc_path, locator, file_sha, n_chars in documents:
-        files[doc_path].append((doc_id, locator, file_sha, n_chars))
+    for _, doc_id, doc_path, locator, file_sha, n_chars, n_chunks in documents:
+        files[doc_path].append((doc_id, locator, file_sha, n_chars, n_chunks))
     kept, redo = set(), []
     for doc_path, docs in sorted(files.items()):
         rows, intact = [], True
-        for doc_id, locator, file_sha, n_chars in docs:
+        for doc_id, locator, file_sha, n_chars, n_chunks in docs:
             new_chunks = []
-            for idx, text, start, end, text_sha, n_tokens, embedding, stored in sorted(by_doc[doc_id]):
+            for idx, text, start, end, text_sha, n_tokens, embedding, stored, version in sorted(by_doc[doc_id]):
                 row = ChunkRow(0, doc_path, locator, idx, text, start, end, text_sha, n_tokens)
-                intact &= row_problem(row, embedding, stored) is None
+                intact &= row_problem(row, embedding, stored, version, n_chunks) is None
                 new_chunks.append(NewChunk(idx, text, start, end, text_sha, n_tokens,
                                            np.frombuffer(embedding, dtype=np.float32)))
-            intact &= [c.idx for c in new_chunks] == list(range(len(new_chunks)))
+            intact &= [c.idx for c in new_chunks] == list(range(n_chunks if n_chunks is not None else len(new_chunks)))
             rows.append((locator, n_chars, new_chunks))
         if intact and (complete or not Path(doc_path).is_file()):
             new.replace_file(doc_path, docs[0][2], rows)

@@ -24,7 +24,9 @@ def option_flag(field: dataclasses.Field) -> str:
     return flag
 
 
-def option_parameter(field: dataclasses.Field) -> inspect.Parameter:
+def option_parameter(field: dataclasses.Field, unset_means: str | None = None) -> inspect.Parameter:
+    """The option of a config field; `unset_means` (words with {default}): the option may be left out
+    (default None), and this says what that means."""
     meta = field.metadata
     if field.default is not dataclasses.MISSING:
         default = field.default
@@ -37,15 +39,22 @@ def option_parameter(field: dataclasses.Field) -> inspect.Parameter:
     kind = meta.get("cli_type") or field.type
     names = [option_flag(field)] + ([meta["short"]] if meta.get("short") else [])
     text = meta.get("help")
-    option = typer.Option(*names, help=(text() if callable(text) else text) or None, envvar=meta.get("envvar"),
+    text = (text() if callable(text) else text) or ""
+    if unset_means is not None:
+        text, default = f"{text} Default: {unset_means.format(default=default)}.", None
+        kind = kind | None
+    option = typer.Option(*names, help=text or None, envvar=meta.get("envvar"),
                           min=meta.get("min"), max=meta.get("max"))
     return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=default,
                              annotation=Annotated[kind, option])
 
 
-def with_config(config_cls, names: tuple, param: str = "config"):
+def with_config(config_cls, names: tuple, param: str = "config", optional: tuple = (),
+                unset_means: str = ""):
     """Decorate a command: options for `names` (fields of `config_cls`, in that order) after its own
-    parameters; it is called with `param` = config_cls(those values, parsed)."""
+    parameters; it is called with `param` = config_cls(those values, parsed). The `optional` ones
+    may be left out (their help ends with `unset_means`): config_cls's defaults stand in for them,
+    and the command, if it has an `unset` parameter, gets the set of those left out."""
     fields = {f.name: f for f in dataclasses.fields(config_cls)}
     unknown = [n for n in names if n not in fields]
     if unknown:
@@ -54,16 +63,22 @@ def with_config(config_cls, names: tuple, param: str = "config"):
     def decorate(command):
         own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY)
                for p in inspect.signature(command).parameters.values() if p.name != param]
-        generated = [option_parameter(fields[n]) for n in names]
+        generated = [option_parameter(fields[n], unset_means if n in optional else None) for n in names]
+        passes_unset = "unset" in inspect.signature(command).parameters
+        own = [p for p in own if p.name != "unset"]
 
         @functools.wraps(command)
         def wrapper(**kwargs):
-            values = {}
+            values, unset = {}, set()
             for name in names:
                 parse = fields[name].metadata.get("parse")
                 value = kwargs.pop(name)
+                if name in optional and value is None:
+                    unset.add(name)
+                    continue
                 values[name] = parse(value) if parse else value
-            return command(**kwargs, **{param: config_cls(**values)})
+            extra = {"unset": frozenset(unset)} if passes_unset else {}
+            return command(**kwargs, **extra, **{param: config_cls(**values)})
 
         parameters = own + generated
         wrapper.__signature__ = inspect.Signature(parameters)

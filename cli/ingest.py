@@ -1,5 +1,6 @@
 """`cag ingest`: chunk, embed and prefill documents once into a store."""
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -7,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from cag.ingest.pipeline import IngestOptions
+from cag.ingest.pipeline import STORE_SETTINGS, IngestOptions
 from cli._errors import handle_errors
 from cli.config_options import with_config
 from cli.progress_display import progress_bars
@@ -17,7 +18,8 @@ from cli.text import printable
 
 @handle_errors
 @with_config(IngestOptions, ("encoder", "chunk_tokens", "also_for", "embedder", "faiss_factory", "cache_dtype",
-                             "batch_size", "reuse_from", "device", "dtype"))
+                             "batch_size", "reuse_from", "device", "dtype"),
+             optional=STORE_SETTINGS, unset_means="the store's own; a new store's: {default}")
 def ingest_command(
     paths: Annotated[list[Path], typer.Argument(help="Files or folders (read recursively).")],
     store: StoreOption = None,
@@ -25,6 +27,7 @@ def ingest_command(
     ray_workers: RayWorkersOption = None,
     ray_cpus_per_worker: RayCpusOption = 1,
     ray_gpus_per_worker: RayGpusOption = 1.0,
+    unset: frozenset = frozenset(),
     config: IngestOptions = None,
 ) -> None:
     """Read files (.txt .md .pdf .html .json .jsonl), chunk them, embed them into a FAISS index and
@@ -34,8 +37,9 @@ def ingest_command(
     leave the store. A killed run can simply be started again. With --ray, workers of a Ray
     cluster prefill (docs/cluster.md).
     """
-    from cag.ingest.pipeline import ingest
+    from cag.ingest.pipeline import ingest, store_settings
 
+    config = replace(config, **store_settings(store, unset))  # left out: the existing store's own
     console = Console(stderr=True)
     cluster = ray_options(ray, ray_workers, ray_cpus_per_worker, ray_gpus_per_worker)
     with progress_bars() as progress:

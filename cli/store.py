@@ -150,6 +150,8 @@ def check_command(
                f"cache spaces, {counts.get('cache_files', 0)} cache files checked.")
     for problem in report.problems:
         typer.echo(f"{problem.kind}: {printable(problem.message)}")
+    for note in report.notes:
+        typer.echo(f"note: {printable(note)}")
     if report.problems:
         fixable = sum(p.repairable for p in report.problems)
         hint = (f" {fixable} can be repaired: `cag store check --repair --store {printable(report.store)}`."

@@ -4,10 +4,11 @@ for window injection, placed in a window of layers while the generator replays t
 
 import hashlib
 import logging
+from dataclasses import dataclass
 
 import torch
 
-from cag.errors import CagError
+from cag.errors import CagError, DiskFullError
 from cag.kv.assemble import AssembledContext, check_positions, native_prefix_kv
 from cag.kv.chunk_cache import ids_sha256, tokenize_chunk
 from cag.kv.serde import derived_cache_dtype, save_chunk_cache
@@ -53,12 +54,20 @@ def translated_space(translator, lm, prefix_ids) -> CacheSpace:
                       source=translator.spec.source.name, kind=translator.kind)
 
 
-def translated_chunks(store: Store, lm, layout, rows: list, kind, keep: bool = True) -> tuple[list, Timings]:
-    """Target-space chunk caches for `rows` (assembly order), and the time spent loading and
-    translating them. Rotary generators: translated caches are stored in the store and reused
-    (`keep=False`: used when stored, never written); absolute-position generators translate at each
-    chunk's landing offset every time. The chunks not stored are translated together, in one batch."""
-    timings = Timings(load=0.0, translate=0.0)
+@dataclass
+class TranslatedChunks:
+    chunks: list  # [ChunkCache] in the generator's space, assembly order
+    timings: Timings  # load, translate (ms)
+    notes: list  # what the user should know (one line each): translations that could not be kept
+
+
+def translated_chunks(store: Store, lm, layout, rows: list, kind, keep: bool = True) -> TranslatedChunks:
+    """Target-space chunk caches for `rows` (assembly order). Rotary generators: translated caches
+    are stored in the store and reused (`keep=False`: used when stored, never written);
+    absolute-position generators translate at each chunk's landing offset every time. The chunks
+    not stored are translated together, in one batch. A full disk stops the keeping, never the
+    answer (a note says so)."""
+    timings, notes = Timings(load=0.0, translate=0.0), []
     translator = translator_for(store, lm, kind)
     source_space = encoder_space(store)
     prefix = list(layout.prefix_ids)
@@ -81,13 +90,26 @@ def translated_chunks(store: Store, lm, layout, rows: list, kind, keep: bool = T
             sources = [store.read_cache(source_space, rows[i]) for i in pending]
         with timings.measure("translate"):
             made = translate_chunks(translator, sources, lm, prefix, starts)
+        keeping = persist and keep
         for i, chunk in zip(pending, made):
             chunks[i] = chunk
-            if persist and keep:
-                store.register_space(space)  # per save: a prune may remove the space meanwhile
-                save_chunk_cache(chunk, store.cache_path(space, rows[i].text_sha256),
-                                 derived_cache_dtype(store.config.cache_dtype))
-    return chunks, timings
+            keeping = keeping and _keep(store, space, rows[i], chunk, notes)
+    return TranslatedChunks(chunks, timings, notes)
+
+
+def _keep(store: Store, space: CacheSpace, row, chunk, notes: list) -> bool:
+    """Store one translation for later asks; False when the disk is full (with a note): translations
+    are only a reuse cache, so the answer goes on without keeping them."""
+    try:
+        store.register_space(space)  # per save: a prune may remove the space meanwhile
+        save_chunk_cache(chunk, store.cache_path(space, row.text_sha256), derived_cache_dtype(store.config.cache_dtype))
+        return True
+    except DiskFullError as exc:
+        note = str(exc.where(f"store {store.folder}", "the answer was made without keeping the translations "
+                                                      "(the next ask translates again); free space to keep them."))
+        log.warning("%s", note)
+        notes.append(note)
+        return False
 
 
 def _stored_translation(store: Store, space: CacheSpace, row, timings: Timings):
@@ -105,11 +127,12 @@ def _stored_translation(store: Store, space: CacheSpace, row, timings: Timings):
 
 
 @torch.no_grad()
-def window_context(store: Store, lm, layout, rows: list, window=None,
-                   keep: bool = True) -> tuple[AssembledContext, Timings]:
+def window_context(store: Store, lm, layout, rows: list, window=None, keep: bool = True):
     """Window injection: the MoT translator's K/V in a window of layers, the generator running over
-    the context for the others (the paper's replay; costs a prefill of the context); and its timings."""
-    chunks, timings = translated_chunks(store, lm, layout, rows, TranslatorKind.MOT, keep)
+    the context for the others (the paper's replay; costs a prefill of the context); the context,
+    and its translation (whose timings gain `replay`)."""
+    translated = translated_chunks(store, lm, layout, rows, TranslatorKind.MOT, keep)
+    chunks, timings = translated.chunks, translated.timings
     prefix = torch.as_tensor(list(layout.prefix_ids), dtype=torch.int64)
     ids = torch.cat([c.token_ids for c in chunks])
     check_positions(lm.geometry, prefix.numel() + ids.numel())
@@ -119,7 +142,7 @@ def window_context(store: Store, lm, layout, rows: list, window=None,
     for c in chunks:
         spans.append((pos, pos + c.num_tokens))
         pos += c.num_tokens
-    return AssembledContext(cache, torch.cat([prefix, ids]), prefix.numel(), spans), timings
+    return AssembledContext(cache, torch.cat([prefix, ids]), prefix.numel(), spans), translated
 
 
 def _replayed(store: Store, lm, chunks: list, prefix: torch.Tensor, ids: torch.Tensor, window):

@@ -33,11 +33,11 @@ class TranslatedMode(ContextMode):
         translator_for(store, lm, self.translator_kind, self.name)
 
     def build(self, request: ContextRequest) -> BuiltContext:
-        caches, timings = translated_chunks(request.store, request.lm, request.layout, request.rows,
-                                            self.translator_kind, request.options.keep_translated)
-        with timings.measure("assemble"):
-            context = assemble(request.lm, caches, request.layout.prefix_ids)
-        return BuiltContext(context, [], context.length - context.prefix_tokens, timings)
+        translated = translated_chunks(request.store, request.lm, request.layout, request.rows,
+                                       self.translator_kind, request.options.keep_translated)
+        with translated.timings.measure("assemble"):
+            context = assemble(request.lm, translated.chunks, request.layout.prefix_ids)
+        return BuiltContext(context, [], context.length - context.prefix_tokens, translated.timings, translated.notes)
 
     def offer_for_auto(self, store, lm, min_retention: float) -> AutoOffer | None:
         return gate(store, lm, min_retention) if self.translator_kind is TranslatorKind.MOT else None
@@ -48,9 +48,9 @@ class WindowMode(TranslatedMode):
     computes = "the context in the layers outside the window (a prefill's cost) and the question"
 
     def build(self, request: ContextRequest) -> BuiltContext:
-        context, timings = window_context(request.store, request.lm, request.layout, request.rows,
-                                          request.options.window, request.options.keep_translated)
-        return BuiltContext(context, [], context.length - context.prefix_tokens, timings)
+        context, translated = window_context(request.store, request.lm, request.layout, request.rows,
+                                             request.options.window, request.options.keep_translated)
+        return BuiltContext(context, [], context.length - context.prefix_tokens, translated.timings, translated.notes)
 
     def offer_for_auto(self, store, lm, min_retention: float) -> AutoOffer | None:
         return None

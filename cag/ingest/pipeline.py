@@ -18,7 +18,7 @@ from pathlib import Path
 
 from cag.atomic import atomic_write
 from cag.defaults import DEFAULT_CHUNK_TOKENS, DEFAULT_EMBEDDER, DEFAULT_ENCODER
-from cag.errors import CagError
+from cag.errors import CagError, DiskFullError
 from cag.faults import fault_point
 from cag.ingest.chunking import Chunker, check_chunking
 from cag.ingest.reading import UnreadableFile, discover, read_file
@@ -39,6 +39,8 @@ from indexes.factory import AUTO
 
 log = logging.getLogger(__name__)
 FILES_TASK, PREFILL_TASK = "files", "chunks prefilled"  # progress tasks
+INGEST_AGAIN = ("the files ingested before it are kept: free space (or move the store's caches/ to a bigger disk "
+                "and leave a link in its place) and run the same ingest again; it goes on where it stopped.")
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,7 @@ class FilePlan:
     path: Path
     sha256: str
     chunked: list  # [(Document, [Chunk])]
+    spaces: tuple = ()  # the CacheSpace keys this ingest fills: the caches its chunks should have
 
     @property
     def pending(self) -> list:
@@ -155,6 +158,8 @@ def ingest(paths: list, store_dir: Path | None = None, options: IngestOptions = 
             if options.faiss_factory is not None:
                 store.set_faiss_factory(options.faiss_factory)
             report = _ingest_locked(roots, store, encoder, embedder, options, progress)
+    except DiskFullError as exc:
+        raise exc.where(f"store {store.folder}", INGEST_AGAIN) from exc
     finally:
         store.close()
     report.seconds = time.perf_counter() - start
@@ -172,6 +177,20 @@ def reingest(store: Store, paths: list, also_for: tuple = (), progress: Progress
                        "cannot be re-created; re-ingest into a new store.")
     return _ingest_locked([Path(p) for p in paths], store, encoder, load_embedder(options.embedder), options,
                           progress or Progress())
+
+
+STORE_SETTINGS = ("encoder", "embedder", "chunk_tokens", "cache_dtype")  # an existing store's own unless given
+
+
+def store_settings(store_dir, names=STORE_SETTINGS) -> dict:
+    """An existing store's own values of IngestOptions' `names` (of STORE_SETTINGS); {} for a new
+    store. So `cag ingest DOC --store S`, the fix the store's messages print, works whatever S was
+    built with."""
+    folder = store_folder(store_dir)
+    if not (folder / "store.json").is_file():
+        return {}
+    have = Store.open(folder, catalog=False).config
+    return {name: getattr(have, name) for name in names}
 
 
 def check_paths(paths: list) -> list[Path]:
@@ -257,10 +276,12 @@ def plan_file(path: Path, store: Store, chunker: Chunker, spaces: list, report: 
     """`path` read and chunked; None when it is unchanged (the same sha256, every chunk's cache
     there, its rows intact) or unreadable, counted in `report`. `has_cache(space, text_sha256)`:
     whether a chunk's cache is there (default: its file exists; a Ray driver adds those in flight)."""
+    keys = tuple(s.space.key for s in spaces)
     try:
         sha = _file_sha256(path)
         if (store.catalog.file_sha256(str(path)) == sha and _caches_complete(store, path, spaces, has_cache)
                 and store.catalog.file_intact(str(path))):  # a damaged chunk row makes the file changed
+            store.catalog.note_spaces(str(path), keys)
             report.files_unchanged += 1
             return None
         documents = read_file(path)
@@ -268,7 +289,7 @@ def plan_file(path: Path, store: Store, chunker: Chunker, spaces: list, report: 
         log.warning("skipped %s: %s", path, exc)
         report.skipped.append((str(path), str(exc)))
         return None
-    return FilePlan(path, sha, [(doc, chunker.split(doc.text)) for doc in documents])
+    return FilePlan(path, sha, [(doc, chunker.split(doc.text)) for doc in documents], keys)
 
 
 def embed_plan(embedder: Embedder, plan: FilePlan):
@@ -286,7 +307,7 @@ def commit_file(store: Store, plan: FilePlan, embedder: Embedder, encoder_tokeni
         NewChunk(c.idx, c.text, c.char_start, c.char_end, sha256_hex(c.text.encode()),
                  count_tokens(c.text), next(vectors)) for c in chunks]) for doc, chunks in plan.chunked]
     fault_point("before_commit")
-    store.catalog.replace_file(str(plan.path), plan.sha256, rows)
+    store.catalog.replace_file(str(plan.path), plan.sha256, rows, plan.spaces)
     fault_point("after_commit")
     report.files_ingested += 1
     report.documents += len(rows)

@@ -142,7 +142,12 @@ def _read_header_metadata(data: bytes, path: Path) -> dict:
         header = json.loads(data[8:8 + header_len])
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CorruptCacheError(f"Chunk cache {path} has a corrupted header: {exc}.") from exc
+    if not isinstance(header, dict):  # valid JSON, but not the object safetensors writes
+        raise CorruptCacheError(f"Chunk cache {path} has a corrupted header: a JSON {type(header).__name__}, "
+                                "not an object.")
     meta = header.get("__metadata__") or {}
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise CorruptCacheError(f"Chunk cache {path} has a corrupted header: its metadata is not an object of strings.")
     if "cag.sha256" not in meta:
         raise CorruptCacheError(f"{path} is not a cag chunk cache (no cag metadata).")
     return meta

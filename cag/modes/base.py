@@ -49,6 +49,7 @@ class BuiltContext:
     lead_ids: list  # token ids the generator prefills before the question (direct: the chunks' text)
     context_tokens: int
     timings: Timings = field(default_factory=Timings)  # ms per step of the build (load, translate, ...)
+    notes: list = field(default_factory=list)  # what the user should know about this context (one line each)
 
 
 @dataclass(frozen=True)

@@ -35,10 +35,9 @@ class NativeMode(ContextMode):
         absent = [r for r in rows if space is None or not store.cache_path(space, r.text_sha256).is_file()]
         if not absent:
             return None
-        docs = sorted({r.doc_path for r in absent})
-        named = " ".join(docs[:3]) + (" ..." if len(docs) > 3 else "")
+        docs = " ".join(sorted({r.doc_path for r in absent}))  # every one: the command is run as printed
         return (f"No native caches for {lm.name} in store {store.folder} for {len(absent)} of the {len(rows)} "
-                f"retrieved chunks: run `cag ingest {named} --also-for {lm.name} --store {store.folder}`, "
+                f"retrieved chunks: run `cag ingest {docs} --also-for {lm.name} --store {store.folder}`, "
                 "or use --mode direct.")
 
     def build(self, request: ContextRequest) -> BuiltContext:

@@ -43,6 +43,12 @@ def build_app(server: CagServer) -> FastAPI:
     return app
 
 
+def is_json_type(content_type: str | None) -> bool:
+    """Whether a Content-Type names JSON (application/json, application/...+json)."""
+    kind = (content_type or "").split(";")[0].strip().lower()
+    return kind == "application/json" or (kind.startswith("application/") and kind.endswith("+json"))
+
+
 def _error_handlers(app: FastAPI) -> None:
     @app.exception_handler(CagError)
     async def cag_error(request: Request, exc: CagError):
@@ -51,6 +57,13 @@ def _error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid_body(request: Request, exc: RequestValidationError):
+        sent = request.headers.get("content-type")
+        if exc.body and not is_json_type(sent):
+            # (refused, not read as JSON anyway: a page in a browser can send a cross-site form or
+            # text/plain POST to a local server without asking first, but not an application/json one)
+            return JSONResponse({"error": f"The request body must be JSON, sent with the header Content-Type: "
+                                          f"application/json (it came with {one_line(sent) if sent else 'none'}); "
+                                          "with curl: -H 'Content-Type: application/json'."}, status_code=415)
         errors = exc.errors()
         first = errors[0] if errors else {}
         if first.get("type") == "json_invalid":

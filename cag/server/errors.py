@@ -2,13 +2,13 @@
 
 cag's user-facing errors (`CagError`: the message names the problem and the fix) are the client's
 to fix: 4xx (the typed ones below carry their status; a store another process is writing: 409;
-any other CagError: 400). Anything else is the server's fault: 500 with a one-line message, and
+any other CagError: 400), except a full disk, the server's: 507. Anything else is the server's fault: 500 with a one-line message, and
 the traceback in the log.
 """
 
 import logging
 
-from cag.errors import CagError, StoreBusyError
+from cag.errors import CagError, DiskFullError, StoreBusyError
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,8 @@ def status_of(exc: BaseException) -> int:
         return exc.status
     if isinstance(exc, StoreBusyError):
         return 409
+    if isinstance(exc, DiskFullError):
+        return 507  # Insufficient Storage: nothing the client can change
     if isinstance(exc, CagError):
         return 400
     return 500

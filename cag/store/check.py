@@ -3,9 +3,9 @@
 What is checked: store.json; the catalog (SQLite's own integrity check, and every chunk row against
 its digests); the FAISS index (its digest, the catalog generation it was built from, and that it
 holds exactly the intact chunks); every cache space (its description, a cache file for every chunk
-of the encoder's and native spaces, every cache file's checksum and that it is the cache its name
-says); and anything under caches/ that is not cag's (a symlink, a stray file), which is reported
-and never touched. `cag.repair` fixes what is derived.
+in each encoder or native space its file was last ingested for, every cache file's checksum and
+that it is the cache its name says); and anything under caches/ that is not cag's (a symlink, a
+stray file), which is reported and never touched. `cag.repair` fixes what is derived.
 """
 
 import json
@@ -17,7 +17,7 @@ from pathlib import Path
 from cag.errors import CagError
 from cag.kv.serde import load_chunk_cache
 from cag.progress import Progress
-from cag.store.catalog import Catalog
+from cag.store.catalog import Catalog, doc_label
 from cag.store.index_file import read_index
 from cag.store.spaces import CacheSpace, walk_caches
 from cag.store.store import Store
@@ -45,6 +45,7 @@ class CheckReport:
     store: str
     problems: list = field(default_factory=list)
     counts: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)  # worth knowing, not wrong (one line each)
 
     def add(self, kind: str, message: str, path: str = "", space: str = "") -> None:
         self.problems.append(Problem(kind, message, str(path), space))
@@ -59,10 +60,10 @@ def check_store(folder: Path | None = None, progress: Progress | None = None) ->
     report = CheckReport(str(store.folder))
     catalog = _open_catalog(store, report)
     try:
-        texts = _check_catalog(catalog, report) if catalog else None
+        texts, recorded = _check_catalog(catalog, report) if catalog else (None, {})
         if texts is not None:
             _check_index(store, catalog, {c.id for chunks in texts.values() for c in chunks}, report)  # intact ids
-        _check_caches(store, texts, report, progress)
+        _check_caches(store, texts, recorded, report, progress)
     finally:
         if catalog is not None:
             catalog.close()
@@ -81,23 +82,31 @@ def _open_catalog(store: Store, report: CheckReport) -> Catalog | None:
     return catalog
 
 
-def _check_catalog(catalog: Catalog, report: CheckReport) -> dict | None:
-    """{text sha256: [intact ChunkRow]} of every chunk row, a damaged row's text digest mapping to no
-    row (None when the catalog cannot be read)."""
+def _check_catalog(catalog: Catalog, report: CheckReport) -> tuple[dict | None, dict]:
+    """({text sha256: [intact ChunkRow]} of every chunk row, a damaged row's text digest mapping to no
+    row (None when the catalog cannot be read); {path: the cache spaces it was ingested for})."""
     try:
         intact, damaged = catalog.verify_all()
+        incomplete, first, recorded = catalog.incomplete_documents(), catalog.first_digest_rows(), catalog.file_spaces()
     except CagError as exc:
         report.add("catalog", f"the catalog's chunks cannot be read: {exc}", catalog.path)
-        return None
+        return None, {}
     for chunk, problem in damaged:
         report.add("chunk", f"chunk {chunk.idx} of {chunk.doc} is damaged: {problem}", chunk.doc_path)
+    for path, locator, held, written in incomplete:
+        report.add("chunk", f"{doc_label(path, locator)} has {held} chunk rows; it was written with {written}, numbered "
+                            "from 0: a row was deleted or moved to another document", path)
+    if first:
+        report.notes.append(f"{first} chunk rows carry the first row digest, which does not cover their document "
+                            "(written by an earlier cag): `cag store check --repair --store "
+                            f"{catalog.path.parent}` seals them with the current one")
     texts = defaultdict(list)
     for chunk in intact:
         texts[chunk.text_sha256].append(chunk)
     for chunk, _ in damaged:  # its caches are not orphans: re-ingesting the file reuses them
         texts.setdefault(chunk.text_sha256, [])
     report.counts.update(chunks=len(intact) + len(damaged), damaged_chunks=len(damaged))
-    return texts
+    return texts, recorded
 
 
 def _check_index(store: Store, catalog: Catalog, wanted: set, report: CheckReport) -> None:
@@ -121,7 +130,10 @@ def _check_index(store: Store, catalog: Catalog, wanted: set, report: CheckRepor
                             f"lacks {len(wanted - held)} that are", index_file)
 
 
-def _check_caches(store: Store, texts: dict | None, report: CheckReport, progress: Progress) -> None:
+def _check_caches(store: Store, texts: dict | None, recorded: dict, report: CheckReport, progress: Progress) -> None:
+    """Every cache file, and a cache for every chunk in each space its file was ingested for
+    (`recorded`: {path: space keys}; a file ingested before that was recorded is expected in the
+    spaces where it has any cache)."""
     spaces, entries = {}, list(walk_caches(store.caches_folder))
     for entry in entries:
         if entry.kind == "model":
@@ -151,10 +163,12 @@ def _check_caches(store: Store, texts: dict | None, report: CheckReport, progres
     for key, space in spaces.items():
         if space.role == "translated":  # made on demand: a missing translation is not a problem
             continue
+        cached = {c.doc_path for file_key in found[key] if file_key in keys[key] for c in texts[keys[key][file_key]]}
+        expected = lambda doc: key in recorded[doc] if doc in recorded else doc in cached  # noqa: E731
         missing = defaultdict(int)  # document -> chunks without a cache in this space
         for file_key, text in keys[key].items():
             if file_key not in found[key]:
-                for doc in {c.doc_path for c in texts[text]}:
+                for doc in {c.doc_path for c in texts[text] if expected(c.doc_path)}:
                     missing[doc] += 1
         for doc, count in sorted(missing.items()):
             report.add("missing", f"{count} chunk(s) of {doc} have no {space.role} cache of {space.model_name}",

@@ -30,6 +30,8 @@ def read_index(folder: Path) -> VectorIndex:
         raise ValueError("the FAISS index is missing")
     try:
         sidecar = json.loads((folder / SIDECAR).read_text())
+        if not isinstance(sidecar, dict):
+            raise ValueError(f"a JSON {type(sidecar).__name__}, not an object")
         digest = sidecar.pop("sha256", None)
         info = IndexInfo(**sidecar)
         data = (folder / INDEX_FILE).read_bytes()

@@ -1,11 +1,12 @@
-"""Cache spaces and the files under `STORE/caches/`, read without ever following a symlink.
+"""Cache spaces and the files under `STORE/caches/`, read without ever following a symlink below it.
 
     caches/<space>/model.json                    the CacheSpace (16 hex digits: `CacheSpace.key`)
     caches/<space>/<kk>/<key>.safetensors        chunk caches (64 hex digits; kk = its first two)
     .tmp-* beside them                           temporary files of atomic writes (a killed run's)
 
 Anything else there (a symlink, a file of another name, a folder at another depth) is not cag's:
-it is reported and never deleted.
+it is reported and never deleted. `caches/` itself may be a symlink to a folder (the caches moved
+to a bigger disk): it is walked as the caches' root, and nothing below it is followed.
 """
 
 import hashlib
@@ -90,8 +91,9 @@ def _is_file(entry: os.DirEntry) -> bool:
 
 def walk_caches(caches: Path, space_key: str | None = None) -> Iterator[CacheEntry]:
     """Every entry under `caches` (only the space `space_key`'s folder, if given), classified by the
-    layout above; symlinks are never followed (a symlink is "other", whatever it points at)."""
-    if not caches.is_dir() or caches.is_symlink():
+    layout above; symlinks below `caches` are never followed (a symlink is "other", whatever it
+    points at)."""
+    if not caches.is_dir():
         return
     with os.scandir(caches) as spaces:
         for space in sorted(spaces, key=lambda e: e.name):
@@ -107,7 +109,7 @@ def space_descriptions(caches: Path) -> Iterator[Path]:
     """The model.json of every space folder under `caches`, in key order, without walking the
     spaces' cache files (every ask looks its spaces up: a store of a million chunks has a million
     files there)."""
-    if not caches.is_dir() or caches.is_symlink():
+    if not caches.is_dir():
         return
     with os.scandir(caches) as spaces:
         for space in sorted(spaces, key=lambda e: e.name):

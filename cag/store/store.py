@@ -16,13 +16,14 @@ import contextlib
 import fcntl
 import json
 import logging
+import os
 import re
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from cag.atomic import atomic_write_text
-from cag.errors import CagError, CorruptCacheError, StoreBusyError
 from cag.defaults import DEFAULT_CHUNK_TOKENS
+from cag.errors import CagError, CorruptCacheError, DiskFullError, StoreBusyError
 from cag.home import cag_home
 from cag.kv.chunk_cache import ChunkCache
 from cag.kv.serde import DEFAULT_CACHE_DTYPE, load_chunk_cache
@@ -50,6 +51,12 @@ def store_folder(folder: Path | None) -> Path:
     folder = Path(folder).expanduser() if folder else default_store_dir()
     if folder.exists() and not folder.is_dir():
         raise CagError(f"--store {folder} is a file, not a store folder: pass a folder (a new one is created).")
+    for parent in folder.parents:  # the nearest one there must be a folder to create the store in
+        if parent.exists() or parent.is_symlink():
+            if not parent.is_dir():
+                what = "a file, not a folder" if parent.is_file() else "not a folder (a broken link?)"
+                raise CagError(f"--store {folder}: {parent} is {what}; pass a store folder whose parents are folders.")
+            break
     return folder
 
 
@@ -59,6 +66,17 @@ def check_faiss_factory(factory: str, dim: int) -> None:
         check_factory(factory, dim)
     except IndexSetupError as exc:
         raise CagError(f"--faiss-factory: {exc}") from exc
+
+
+def check_caches_folder(caches: Path) -> None:
+    """CagError (one line) unless `caches` is absent or a folder. It may be a symlink to a folder
+    (caches moved to a bigger disk); one that leads nowhere (a disk not mounted) is refused, where
+    ingest would otherwise write nothing and ask find no caches."""
+    if caches.is_symlink() and not caches.is_dir():
+        raise CagError(f"The store's {caches} is a link to {os.readlink(caches)}, which is not a folder (a disk not "
+                       f"mounted?): mount it, or remove the link ({caches}) to start the caches afresh.")
+    if caches.exists() and not caches.is_dir():
+        raise CagError(f"The store's {caches} is a file, not its cache folder: move it out of the store.")
 
 
 @dataclass(frozen=True)
@@ -78,6 +96,7 @@ class Store:
     def __init__(self, folder: Path, config: StoreConfig, catalog: bool = True):
         self.folder = Path(folder)
         self.config = config
+        check_caches_folder(self.caches_folder)
         self.catalog = Catalog(self.folder / "catalog.sqlite") if catalog else None
         self._index: VectorIndex | None = None
 
@@ -190,7 +209,13 @@ class Store:
         except CorruptCacheError as exc:
             path.unlink(missing_ok=True)
             raise CagError(f"{exc} It was removed; re-ingest its document to re-create it: "
-                           f"`cag ingest {row.doc_path} --store {self.folder}`.") from exc
+                           f"`{self.remake_command(space, [row.doc_path])}`.") from exc
+
+    def remake_command(self, space: CacheSpace, paths: list[str]) -> str:
+        """The command that re-creates the caches of `paths`' chunks in `space` (a native space's
+        with --also-for its generator; a translated space's are re-made by the next ask anyway)."""
+        also = f" --also-for {space.generator or space.model_name}" if space.role == "native" else ""
+        return f"cag ingest {' '.join(paths)}{also} --store {self.folder}"
 
     def native_space(self, fingerprint: str, prefix_sha256: str) -> CacheSpace | None:
         for space in self.spaces():
@@ -274,7 +299,10 @@ class Store:
                                       self.config.embedder, ids, vectors, self.catalog.generation)
         except IndexSetupError as exc:
             raise CagError(str(exc)) from exc
-        save_index(self.folder, index)
+        try:
+            save_index(self.folder, index)
+        except DiskFullError as exc:  # derived data: searched from memory, rebuilt by the next open
+            log.warning("the FAISS index of store %s was not saved: %s", self.folder, exc)
         self._index = index
         return index
 
@@ -286,7 +314,9 @@ class Store:
 
     # ---- info ----------------------------------------------------------------------------
     def bytes_on_disk(self) -> int:
-        return files_bytes(self.folder)
+        """Bytes of the store's files, caches/ included where it is a link to another disk."""
+        linked = self.caches_folder.is_symlink()
+        return files_bytes(self.folder) + (files_bytes(self.caches_folder) if linked else 0)
 
     def info(self) -> dict:
         counts = self.catalog.counts()

@@ -1,6 +1,8 @@
 """/v1/ask (JSON and streamed), /v1/models, /v1/health, /metrics, and the error table: every
 refusal is a 4xx with a one-line JSON error, and the server keeps serving."""
 
+import json
+
 import pytest
 
 from cag.ask import ask
@@ -122,3 +124,22 @@ def test_ask_recomputes_the_share_it_names(client, tiny_models):
     assert reply.status_code == 422 and "blend" in reply.json()["error"]
 
 
+@pytest.mark.parametrize("headers", [{"content-type": "application/x-www-form-urlencoded"},  # what curl -d sends
+                                     {"content-type": "text/plain"}, {}])
+def test_a_json_body_sent_without_the_json_content_type_is_refused_naming_the_header(client, headers):
+    body = json.dumps({"question": QUESTION, "max_new_tokens": 1}).encode()
+    reply = client.post("/v1/ask", content=body, headers=headers)
+    assert reply.status_code == 415, reply.text
+    error = reply.json()["error"]
+    assert "Content-Type: application/json" in error and "-H 'Content-Type: application/json'" in error
+    assert "\n" not in error
+    sent = client.post("/v1/ask", content=body, headers={"content-type": "application/json"})
+    assert sent.status_code == 200, sent.text
+
+
+def test_the_curl_examples_in_the_docs_send_json():
+    from pathlib import Path
+
+    docs = (Path(__file__).parents[2] / "docs" / "serving.md").read_text()
+    posts = [line for line in docs.splitlines() if line.startswith("curl") and " -d " in line]
+    assert posts and all("-H 'Content-Type: application/json'" in line for line in posts), posts

@@ -87,3 +87,33 @@ def test_without_roots_no_path_is_taken(tmp_path):
     with pytest.raises(ForbiddenPathError, match="reads no paths"):
         resolve_ingest_path(str(tmp_path / "a.txt"), [])
     assert resolve_ingest_path("a.txt", [tmp_path]) == (tmp_path / "a.txt").resolve()
+
+
+def test_a_server_ingest_leaves_nothing_for_store_check_to_report(ingesting):
+    from cag.store.check import check_store
+
+    report = post(ingesting, {"documents": [{"name": "nebula.md", "text": "The Crab Nebula is a supernova remnant. " * 3}]})
+    assert report.status_code == 200 and report.json()["files_ingested"] == 1, report.text
+    found = check_store(ingesting.store)
+    assert found.problems == [], [p.message for p in found.problems]
+
+
+def test_an_ingest_on_a_full_disk_is_a_507_in_one_line(ingesting, monkeypatch):
+    import errno
+    from pathlib import Path
+
+    real = Path.write_bytes
+
+    def full(path, data):
+        if Path(path).is_relative_to(ingesting.store):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real(path, data)
+
+    monkeypatch.setattr(Path, "write_bytes", full)
+    report = post(ingesting, {"documents": [{"name": "full.md", "text": "The disk is full today. " * 3}]})
+    assert report.status_code == 507, report.text
+    error = report.json()["error"]
+    assert "is full" in error and "\n" not in error
+    monkeypatch.undo()
+    assert not list(Path(ingesting.store).rglob(".tmp-*"))
+    assert post(ingesting, {"documents": [{"name": "full.md", "text": "The disk is full today. " * 3}]}).status_code == 200

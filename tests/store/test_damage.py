@@ -147,6 +147,54 @@ def test_deletes_never_leave_the_store(store, tiny_models, corpus, tmp_path):
     assert (space / "stray.bin").is_file() and (space / "zz").is_symlink()
 
 
+def test_caches_on_another_disk_through_a_symlinked_caches_folder(store, tiny_models, corpus, tmp_path):
+    """A user moves caches/ to a bigger disk and leaves a link: every mode reads through it, check and
+    repair walk it, ingest writes through it; links inside it are still never followed."""
+    import shutil
+
+    other_disk = tmp_path / "big_disk"
+    other_disk.mkdir()
+    shutil.move(store / "caches", other_disk / "caches")
+    (store / "caches").symlink_to(other_disk / "caches")
+    assert ask(store, tiny_models, "--mode", "native").exit_code == 0
+    found = check(store)
+    assert found.exit_code == 0 and "No problems found" in found.output, found.output
+    files = sorted((other_disk / "caches").rglob("*.safetensors"))
+    assert f"{len(files)} cache files checked" in found.output
+    info = json.loads(invoke("store", "info", "--store", store, "--json").output)
+    assert info["bytes_on_disk"] > sum(f.stat().st_size for f in files)
+    data = bytearray(files[0].read_bytes())
+    data[-3] ^= 0xFF
+    files[0].write_bytes(bytes(data))
+    (other_disk / "caches" / "notes.txt").write_text("someone else's file")
+    found = check(store)
+    assert found.exit_code == 1 and "cache: " in found.output and "notes.txt is not a cag cache file" in found.output
+    assert check(store, "--repair").exit_code == 1  # the foreign file stays, reported
+    assert (other_disk / "caches" / "notes.txt").is_file()
+    (other_disk / "caches" / "notes.txt").unlink()
+    assert check(store).exit_code == 0
+    (corpus / "comet.txt").write_text("The Zorblax comet returns every 77 years. " * 3)
+    again = invoke("ingest", corpus, "--store", store, "--encoder", tiny_models["encoder"], "--chunk-tokens", 32,
+                   "--also-for", tiny_models["generator"])
+    assert again.exit_code == 0 and "1 ingested" in again.output, again.output
+    assert (store / "caches").is_symlink() and len(list((other_disk / "caches").rglob("*.safetensors"))) > len(files)
+    assert check(store).exit_code == 0
+
+
+def test_a_caches_link_to_nowhere_is_one_line_everywhere(store, tiny_models, corpus, tmp_path):
+    import shutil
+
+    shutil.rmtree(store / "caches")
+    (store / "caches").symlink_to(tmp_path / "unmounted" / "caches")
+    for args in (["ask", QUESTION, "--model", tiny_models["generator"], "--mode", "native"],
+                 ["ingest", corpus, "--encoder", tiny_models["encoder"]], ["store", "check"],
+                 ["store", "check", "--repair"], ["store", "info"]):
+        result = invoke(*args, "--store", store)
+        assert result.exit_code == 1 and handled(result), (args, result.output)
+        assert len(result.output.strip().splitlines()) == 1 and "is a link to" in result.output, (args, result.output)
+        assert "which is not a folder" in result.output
+
+
 def test_a_regular_file_as_store_is_refused(tiny_models, corpus, tmp_path):
     not_a_folder = tmp_path / "notes.txt"
     not_a_folder.write_text("hello")
@@ -174,6 +222,20 @@ def test_a_removed_cache_names_its_document_and_the_store(store, tiny_models):
     repaired = check(store, "--repair")
     assert repaired.exit_code == 0, repaired.output
     assert ask(store, tiny_models, "--mode", "native").exit_code == 0
+
+
+def test_a_store_below_a_regular_file_is_one_line_in_every_command(tiny_models, corpus, tmp_path):
+    not_a_folder = tmp_path / "notes.txt"
+    not_a_folder.write_text("hello")
+    below = not_a_folder / "store"
+    for args in (["ingest", corpus, "--encoder", tiny_models["encoder"]], ["ask", "Who?"], ["store", "check"],
+                 ["store", "check", "--repair"], ["store", "info"], ["store", "list"], ["store", "prune"],
+                 ["store", "remove", corpus], ["serve", "--no-warm-up"]):
+        result = invoke(*args, "--store", below)
+        assert result.exit_code == 1 and handled(result), (args, result.output)
+        assert len(result.output.strip().splitlines()) == 1, (args, result.output)
+        assert f"{not_a_folder} is a file, not a folder" in result.output, (args, result.output)
+    assert not_a_folder.read_text() == "hello"
 
 
 def test_a_file_name_with_a_newline_is_listed_on_one_line(tiny_models, tmp_path):
@@ -208,3 +270,54 @@ def test_embedding_bytes_are_what_the_index_holds(store):
         assert sorted(opened.index().ids().tolist()) == sorted(ids.tolist())
     finally:
         opened.close()
+
+
+def replace_header(path, header: bytes) -> None:
+    """Put `header` (padded with spaces to the old header's length) where the safetensors header is."""
+    import struct
+    data = path.read_bytes()
+    (length,) = struct.unpack("<Q", data[:8])
+    assert len(header) <= length
+    path.write_bytes(data[:8] + header.ljust(length) + data[8 + length:])
+
+
+@pytest.mark.parametrize("header", [b"[1, 2]", b"123", b"null", b'"cag.sha256"', b'{"__metadata__": "cag.sha256"}',
+                                   b'{"__metadata__": ["cag.sha256"]}'])
+def test_a_cache_header_of_valid_json_but_not_an_object_is_a_damaged_cache(tmp_path, header):
+    from cag.errors import CorruptCacheError
+    from cag.kv.serde import load_chunk_cache, save_chunk_cache
+    from cag.testing import tiny_lm
+    from cag.kv.chunk_cache import prefill_chunks
+
+    lm = tiny_lm("llama")
+    path = tmp_path / "chunk.safetensors"
+    save_chunk_cache(prefill_chunks(lm, ["The quick brown fox."], ())[0], path)
+    replace_header(path, header)
+    with pytest.raises(CorruptCacheError, match="chunk.safetensors"):
+        load_chunk_cache(path)
+
+
+def test_a_cache_header_that_is_not_an_object_is_reported_repaired_and_one_line_in_ask(store, tiny_models):
+    caches = sorted((store / "caches").rglob("*.safetensors"))
+    for path in caches:
+        replace_header(path, b"[]")
+    found = check(store)
+    assert found.exit_code == 1 and found.output.count("cache: ") == len(caches), found.output
+    assert "corrupted header" in found.output
+    repaired = check(store, "--repair")
+    assert repaired.exit_code == 0 and "No problems found" in repaired.output, repaired.output
+    for path in caches:
+        replace_header(path, b"[]")
+    answer = ask(store, tiny_models, "--mode", "native", top_k=1)
+    assert answer.exit_code == 1 and handled(answer), answer.output
+    assert len(answer.output.strip().splitlines()) == 1 and "--also-for" in answer.output
+
+
+def test_index_and_space_descriptions_of_valid_json_but_not_objects_are_damage(store, tiny_models):
+    model_json = next((store / "caches").glob("*/model.json"))
+    for bad in (b'"x"', b"[1]", b"7", b"null"):
+        (store / "index.json").write_bytes(bad)
+        model_json.write_bytes(bad)
+        found = check(store)
+        assert found.exit_code == 1 and "index: " in found.output and "space: " in found.output, found.output
+    assert ask(store, tiny_models, "--mode", "direct").exit_code == 0  # the index is rebuilt from the catalog
