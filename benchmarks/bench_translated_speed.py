@@ -49,7 +49,8 @@ from cag.prompt import prompt_layout
 from cag.retrieval import Retriever
 from cag.store import Store
 from mot.contexts import encoder_space, translator_for
-from mot.registry import file_stem, translator_dirs
+from cag.translations import TranslationId
+from mot.registry import translator_dirs
 from mot.translator import translate_chunk
 
 from bench_ask import _top_k_for as top_k_for  # noqa: E402  (benchmarks/ is the script's folder)
@@ -85,7 +86,7 @@ def check_translators(modes: list, encoder: str, generator: str) -> None:
     """Before any model work: every translator the modes read is installed under its usual name
     (the registry still checks fingerprints when a mode reads it)."""
     for kind in dict.fromkeys(get_mode(m).translator_kind for m in modes if get_mode(m).translator_kind):
-        name = f"{file_stem(encoder, generator, kind)}.json"
+        name = f"{TranslationId(encoder, generator, kind).file_stem}.json"
         if not any((folder / name).is_file() for folder in translator_dirs()):
             raise SystemExit(f"no {kind} translator {encoder} -> {generator} in {' or '.join(map(str, translator_dirs()))}: "
                              f"`make translators-extra` installs the recorded ones, `cag train --kind {kind}` trains "

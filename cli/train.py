@@ -17,11 +17,10 @@ from mot.training.config import TrainConfig
 
 @handle_errors
 @with_config(TrainConfig, ("source", "target", "corpus", "heldout_corpus", "kind", "mode", "window", "experts",
-                           "top_k", "rank", "attention_dim", "attention_heads", "pairs_per_layer",
-                           "target_embeddings", "token_rank", "dtype", "steps", "batch", "lr", "windows",
-                           "heldout_windows", "chunk_tokens", "chunks", "continuation_tokens", "continuation",
-                           "answer_tokens", "eval_every", "checkpoint_every", "device", "seed", "data", "init",
-                           "key_loss", "out"))
+                           "top_k", "rank", "pairs_per_layer", "target_embeddings", "token_rank", "dtype", "steps",
+                           "batch", "lr", "windows", "heldout_windows", "chunk_tokens", "chunks",
+                           "continuation_tokens", "eval_every", "checkpoint_every", "device", "seed", "data", "init",
+                           "out"))
 def train_command(
     qa_check: Annotated[int, typer.Option(min=0, help="After training, answer N SQuAD questions in direct "
                                                       "and translated mode and record the retention "

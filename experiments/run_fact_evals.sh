@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Steps key-loss, capacity (chunk attention) and cloze use `cag train` options removed since (they
+# measured no gain): run them from commit 4ddb622.
 # Issue 6 (translated caches that keep the facts): translators reading the target's own token
 # embeddings, and the query-selected blend. Every command whose result is recorded in
 # records/ (eval runs, training records) or quoted in the README. Run folders go under

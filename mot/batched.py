@@ -16,8 +16,7 @@ time needs neither gradients nor that loop:
 
 A mixture's input normalization ((x - mean) / scale before its experts and router) is folded into
 A, B and c, so no elementwise pass over the (wide) features is made, and the shared features are
-multiplied once for all layers in one GEMM. With chunk attention (which reads a layer's whole
-input) the features are joined first and attended, and there is no shared part.
+multiplied once for all layers in one GEMM.
 
 The maps compute in bfloat16 where the hardware multiplies it natively (CUDA, CPUs with AVX512-BF16
 or AMX: about 2.3x the float32 matmul rate on this project's 2-core CPU), else float32. Measured on
@@ -120,7 +119,7 @@ def _stacked(translator, dtype: torch.dtype) -> StackedMixtures:
     cached = getattr(translator, "_stacked_cache", None)
     if cached is None or cached[0] != version:
         spec = translator.spec
-        split = spec.in_dim if spec.attention_dim else spec.in_dim - spec.shared_dim
+        split = spec.in_dim - spec.shared_dim
         cached = (version, StackedMixtures([layer.k for layer in translator.layers],
                                            [layer.v for layer in translator.layers], split, dtype))
         translator._stacked_cache = cached
@@ -158,12 +157,7 @@ def translate_batch(translator, items: list, dtype: torch.dtype | None = None) -
     owns, shareds = [], []
     for src_keys, src_values, weights, positions, tokens in items:
         own, shared = aligned_inputs(translator, src_keys, src_values, weights, positions, tokens)
-        own = own.to(device)  # (L_t, T_i, F_s) float32
-        if translator.spec.attention_dim:  # attention reads a chunk whole: mixed per chunk
-            if shared is not None:
-                own = torch.cat([own, shared.to(device)[None].expand(own.shape[0], -1, -1)], dim=-1)
-            own, shared = torch.stack([layer.mixed(own[i]) for i, layer in enumerate(translator.layers)]), None
-        owns.append(own)
+        owns.append(own.to(device))  # (L_t, T_i, F_s) float32
         shareds.append(None if shared is None else shared.to(device))
     sizes = [own.shape[1] for own in owns]
     shared = None if shareds[0] is None else torch.cat(shareds)  # (N, F_h)

@@ -4,7 +4,6 @@
       -> target tokenization of the same text, alignment weights (T_t, T_s)
       -> per target layer l: x = W @ [K, V of source layers paired with l] (+ target position)
          (+ the target's own embeddings of the token and the ones before it: mot/token_features.py)
-      -> (attention_dim > 0) x = x + chunk attention over x, both ways (mot/chunk_attention.py)
       -> K_l = mixture_k[l](x), V_l = mixture_v[l](x)   (T_t, kv_heads_t * head_dim_t)
       -> a ChunkCache in the target's space (rotary targets: position-free keys; the target's own
          rotary is applied at assembly)
@@ -22,7 +21,6 @@ from cag.models.fingerprint import sha256_hex, tensors_digest
 from cag.translations import TranslationId, TranslatorKind
 from mot.alignment import align
 from mot.batched import translate_batch
-from mot.chunk_attention import ChunkAttention
 from mot.features import feature_dim, layer_features, position_features, unflatten_heads
 from mot.layer_map import pair_layers
 from mot.mixture import Mixture
@@ -31,9 +29,10 @@ from mot.token_features import embedding_table, token_features
 CHECKPOINT_FORMAT = 1
 # features a translator may lack, and the spec fields that describe each: left out of its identity
 # when the feature is off, so translators made before it keep their fingerprint
-OPTIONAL_FEATURES = {"attention_dim": ("attention_dim", "attention_heads"),
-                     "target_embeddings": ("target_embeddings", "embedding_dim"),
-                     "token_rank": ("token_rank",)}
+OPTIONAL_FEATURES = {"target_embeddings": ("target_embeddings", "embedding_dim"), "token_rank": ("token_rank",)}
+# fields of features measured without gain and removed (chunk attention: docs/results.md), and
+# the value that meant off: a checkpoint that used one is refused, one that did not reads as before
+RETIRED_FIELDS = {"attention_dim": 0, "attention_heads": None}
 
 
 @dataclass(frozen=True)
@@ -76,8 +75,6 @@ class TranslatorSpec:
     rank: int = 24
     router_hidden: int = 32
     position_dim: int = 0  # > 0 for absolute-position targets (GPT-2, OPT)
-    attention_dim: int = 0  # > 0: per target layer, attention over the chunk before the mixtures
-    attention_heads: int = 4
     target_embeddings: int = 0  # > 0: the target's embeddings of each token and the ones before it
     embedding_dim: int = 0  # the target's embedding width (set with target_embeddings)
     token_rank: int = 0  # > 0: those features projected to this width (one projection for all layers)
@@ -114,7 +111,11 @@ class TranslatorSpec:
     @classmethod
     def from_dict(cls, data: dict) -> "TranslatorSpec":
         """From a checkpoint's "spec" (which also holds the TrainingRecord's keys, ignored here)."""
-        data = {k: v for k, v in data.items() if k not in ("training", "metrics")}
+        used = [k for k, off in RETIRED_FIELDS.items() if off is not None and data.get(k, off) != off]
+        if used:
+            raise CagError(f"This translator uses {', '.join(used)}, a feature this cag no longer has (it "
+                           "measured no gain); retrain it with `cag train`.")
+        data = {k: v for k, v in data.items() if k not in ("training", "metrics", *RETIRED_FIELDS)}
         return cls(**{**data, "kind": TranslatorKind(data["kind"]), "source": ModelSide(**data["source"]),
                       "target": ModelSide(**data["target"]),
                       "layer_map": tuple(tuple(pair) for pair in data["layer_map"])})
@@ -133,12 +134,11 @@ class TrainingRecord:
 
 
 def make_spec(kind: TranslatorKind, source_lm, target_lm, pairs_per_layer: int = 2, experts: int = 4,
-              top_k: int = 2, rank: int = 24, router_hidden: int = 32, attention_dim: int = 0,
-              attention_heads: int = 4, target_embeddings: int = 0, token_rank: int = 0) -> TranslatorSpec:
+              top_k: int = 2, rank: int = 24, router_hidden: int = 32, target_embeddings: int = 0,
+              token_rank: int = 0) -> TranslatorSpec:
     kind = check_kind(kind)
     if experts < 1 or not 1 <= top_k <= experts:
         raise CagError(f"Need experts >= 1 and 1 <= top-k <= experts (got {experts}, {top_k}).")
-    check_attention(kind, attention_dim, attention_heads)
     if target_embeddings < 0 or token_rank < 0:
         raise CagError(f"Need --target-embeddings >= 0 and --token-rank >= 0 (got {target_embeddings}, {token_rank}).")
     if token_rank and not target_embeddings:
@@ -147,8 +147,7 @@ def make_spec(kind: TranslatorKind, source_lm, target_lm, pairs_per_layer: int =
     layer_map = tuple(tuple(pair) for pair in pair_layers(source.num_layers, target.num_layers, pairs_per_layer))
     embedding_dim = embedding_table(target_lm).shape[1] if target_embeddings else 0
     return TranslatorSpec(kind, source, target, layer_map, experts, top_k, rank, router_hidden,
-                          position_dim=0 if target.is_rotary else 32, attention_dim=attention_dim,
-                          attention_heads=attention_heads, target_embeddings=target_embeddings,
+                          position_dim=0 if target.is_rotary else 32, target_embeddings=target_embeddings,
                           embedding_dim=embedding_dim, token_rank=min(token_rank, target_embeddings * embedding_dim))
 
 
@@ -160,17 +159,6 @@ def check_kind(kind) -> TranslatorKind:
         raise CagError(f"Unknown translator kind {kind!r}; choose one of {', '.join(TranslatorKind)}.") from None
 
 
-def check_attention(kind: TranslatorKind, dim: int, heads: int) -> None:
-    if dim < 0 or heads < 1:
-        raise CagError(f"Need --attention-dim >= 0 and --attention-heads >= 1 (got {dim}, {heads}).")
-    if dim and (dim % heads or (dim // heads) % 2):
-        raise CagError(f"--attention-dim {dim} must split into {heads} heads of an even width "
-                       "(e.g. 64 with 4 heads).")
-    if dim and kind is TranslatorKind.RIDGE:
-        raise CagError("Chunk attention is learned by training; kind ridge is closed-form only "
-                       "(use kind single or mot).")
-
-
 class LayerTranslator(nn.Module):
     def __init__(self, spec: TranslatorSpec):
         super().__init__()
@@ -178,12 +166,6 @@ class LayerTranslator(nn.Module):
                     router_hidden=spec.router_hidden)
         self.k = Mixture(spec.in_dim, spec.target.kv_width, **args)
         self.v = Mixture(spec.in_dim, spec.target.kv_width, **args)
-        self.attention = (ChunkAttention(spec.in_dim, spec.attention_dim, spec.attention_heads)
-                          if spec.attention_dim else None)
-
-    def mixed(self, x: torch.Tensor) -> torch.Tensor:
-        """(T_t, F): the layer's input after its chunk attention (unchanged without one)."""
-        return self.attention(x) if self.attention is not None else x
 
 
 class Translator(nn.Module):
@@ -252,7 +234,6 @@ class Translator(nn.Module):
         heads = self.spec.target.geometry["kv_heads"]
         keys, values, balance = [], [], weights.new_zeros(())
         for layer, x in zip(self.layers, self.layer_inputs(src_keys, src_values, weights, positions, tokens)):
-            x = layer.mixed(x)
             k, aux_k = layer.k(x)
             v, aux_v = layer.v(x)
             keys.append(unflatten_heads(k, heads))

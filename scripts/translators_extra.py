@@ -30,7 +30,7 @@ from cag.atomic import atomic_write_bytes  # noqa: E402
 from cag.home import cag_home  # noqa: E402
 from cag.models.fingerprint import sha256_hex  # noqa: E402
 from cli.config_options import option_flag  # noqa: E402
-from mot.training.config import ABSENT_MEANS, TrainConfig  # noqa: E402
+from mot.training.config import ABSENT_MEANS, TrainConfig, without_retired  # noqa: E402
 
 RECORDS = ROOT / "records" / "translators"
 TRACKED = "translators"  # where the weights were tracked, in the history
@@ -98,7 +98,8 @@ def _repository_path(recorded: str) -> str:
 def train_arguments(record: dict, out: str, device: str = "cpu") -> list[str]:
     """The `cag train` arguments that train the recorded translator again (every setting spelled
     out, so later changes of the defaults do not change the recipe)."""
-    training = {**ABSENT_MEANS, **record["spec"]["training"]}  # older records lack later settings: off
+    # older records lack later settings (off); settings removed since must have been off
+    training = {**ABSENT_MEANS, **without_retired(record["spec"]["training"], "The recorded translator")}
     unknown = sorted(set(training) - set(DEFAULTS) - NOT_SETTINGS)
     if unknown:
         raise SystemExit(f"the recorded training config has settings cag train does not know: {unknown}")

@@ -34,3 +34,17 @@ def test_ask_help_names_every_mode():
     for mode in modes():
         assert f"{mode.name}:" in words, mode.name
     assert mode_help().startswith("auto:")
+
+
+def test_the_usage_pages_option_tables_are_the_commands_own():
+    """docs/usage.md's option tables come from the commands (and so from the configs' fields)."""
+    from cli.doc_tables import BEGIN, COMMANDS, END, options_table
+
+    text = (PAGE.parent / "usage.md").read_text(encoding="utf-8")
+    for name in COMMANDS:
+        start = text.index(BEGIN.format(name=name))
+        end = text.index(END.format(name=name))
+        held = text[start:end].split("\n", 1)[1].rstrip("\n")
+        assert held == options_table(name), \
+            f"docs/usage.md's `cag {name}` table is stale: run `python -m cli.doc_tables --write docs/usage.md`"
+    assert "`--top-k`, `-k` | `3` |" in options_table("ask")  # the default, as AskOptions declares it

@@ -11,16 +11,14 @@ from cag.errors import CagError
 from cag.settings import layer_span, setting
 from cag.models.loading import resolve_device
 from mot.checkpoint import check_weight_dtype
-from mot.training.data import CONTINUATIONS
 from mot.injection import default_window
 from cag.translations import TranslationId, TranslatorKind
-from mot.translator import check_attention, check_kind
+from mot.translator import check_kind
 
 CORPUS_DIR = Path(__file__).resolve().parents[2] / "data" / "corpus" / "wikitext2"
 DEFAULT_CORPUS = str(CORPUS_DIR / "train_raw_part.jsonl")
 DEFAULT_HELDOUT = str(CORPUS_DIR / "valid.jsonl")
 MODES = ("full", "window")
-KEY_LOSSES = ("nmse", "query")
 
 
 def _paths(values) -> tuple:
@@ -55,9 +53,6 @@ class TrainConfig:
     top_k: int = setting(2, "Experts mixed per token.", minimum=1)
     rank: int = setting(24, "Hidden width of each expert's MLP.", minimum=1)
     router_hidden: int = 32
-    attention_dim: int = setting(0, "Width of a bidirectional attention over each chunk's tokens in front of every "
-                                 "layer's mixtures (0: none; kinds mot and single).", minimum=0)
-    attention_heads: int = setting(4, "Heads of that attention.", minimum=1)
     target_embeddings: int = setting(2, "Give every layer's translator the target's own input embeddings of each "
                                      "token and of the N-1 tokens before it (a table lookup; 0: none).", minimum=0)
     token_rank: int = setting(512, "Project those embedding features to this width, one map for every layer "
@@ -68,11 +63,8 @@ class TrainConfig:
     heldout_windows: int = setting(32, "Held-out windows.", minimum=1)
     chunk_tokens: int = setting(64, "Tokens per context chunk.", minimum=4)
     chunks: int = setting(2, "Independently prefilled chunks per context.", minimum=1)
-    continuation_tokens: int = setting(32, "Continuation tokens per window (continuation text).", minimum=2)
-    continuation: str = setting("text", "text: the running text after the context; cloze: a fill-in-the-blank "
-                                "question about one fact of the context and the target's own answer from the text "
-                                "(trains for QA).")
-    answer_tokens: int = setting(12, "Continuation cloze: most tokens of the target's answer.", minimum=1)
+    continuation_tokens: int = setting(32, "Continuation tokens per window (the running text after the context).",
+                                       minimum=2)
     teacher_top_k: int = 32
     steps: int = setting(120, "Optimizer steps.", minimum=0)
     batch: int = setting(4, "Windows per step.", minimum=1)
@@ -94,11 +86,7 @@ class TrainConfig:
     data: str | None = setting(None, "Folder for the prepared windows (default OUT/data); runs with the same models "
                                "and window settings can share it.", cli_type=Path | None, parse=_optional_str)
     init: str | None = setting(None, "Continue from this trained translator (NAME or NAME.safetensors, the same "
-                               "options) instead of the ridge start, e.g. a text-trained MoT tuned on --continuation "
-                               "cloze.", cli_type=Path | None, parse=_optional_str)
-    key_loss: str = setting("nmse", "Keys' reconstruction loss: nmse (normalized squared error) or query (the logit "
-                            "error the target's own queries would see).")
-    query_windows: int = 64  # key_loss query: training windows the target's queries are read from
+                               "options) instead of the ridge start.", cli_type=Path | None, parse=_optional_str)
 
     def __post_init__(self):
         object.__setattr__(self, "kind", check_kind(self.kind))  # a kind's name is accepted
@@ -116,26 +104,34 @@ def check(cfg: TrainConfig) -> None:
     check_kind(cfg.kind)
     if cfg.mode not in MODES:
         raise CagError(f"Unknown mode {cfg.mode!r}; choose {' or '.join(MODES)}.")
-    if cfg.continuation not in CONTINUATIONS:
-        raise CagError(f"Unknown continuation {cfg.continuation!r}; choose {' or '.join(CONTINUATIONS)}.")
-    if cfg.key_loss not in KEY_LOSSES:
-        raise CagError(f"Unknown key loss {cfg.key_loss!r}; choose {' or '.join(KEY_LOSSES)}.")
     if cfg.init and cfg.kind is TranslatorKind.RIDGE:
         raise CagError("--init continues training a translator; kind ridge has no training (use mot or single).")
     if cfg.steps < 0 or cfg.windows < 1 or cfg.batch < 1:
         raise CagError("--steps must be >= 0, --windows and --batch >= 1.")
-    check_attention(cfg.kind, cfg.attention_dim, cfg.attention_heads)
     check_weight_dtype(cfg.dtype)
     resolve_device(cfg.device)  # a GPU that is not there is refused before any work
 
 
 # what a saved config that lacks a key meant: the setting did not exist yet, so it was off
 ABSENT_MEANS = {**TrainConfig().to_json(), "target_embeddings": 0, "token_rank": 0}
+# settings measured without gain and removed (docs/results.md, "What was tried and did not help"),
+# with the value that meant off: a saved config holding one at that value reads as without it
+RETIRED = {"attention_dim": 0, "attention_heads": 4, "continuation": "text", "answer_tokens": 12,
+           "key_loss": "nmse", "query_windows": 64}
+
+
+def without_retired(saved: dict, what: str) -> dict:
+    """`saved` (a recorded training config) without the retired settings; one that used a retired
+    feature is refused, naming it."""
+    used = [f"{k}={saved[k]!r}" for k, off in RETIRED.items() if k in saved and saved[k] != off]
+    if used:
+        raise CagError(f"{what} was trained with {', '.join(used)}, a setting this cag no longer has (it measured "
+                       "no gain; docs/results.md).")
+    return {k: v for k, v in saved.items() if k not in RETIRED}
 
 
 def default_out(cfg: TrainConfig) -> str:
-    suffix = "" if cfg.continuation == "text" else f"-{cfg.continuation}"
-    return str(Path("runs") / f"train-{TranslationId(cfg.source, cfg.target, cfg.kind).file_stem}-{cfg.mode}{suffix}")
+    return str(Path("runs") / f"train-{TranslationId(cfg.source, cfg.target, cfg.kind).file_stem}-{cfg.mode}")
 
 
 def resolve(cfg: TrainConfig, target_layers: int) -> TrainConfig:

@@ -1,17 +1,13 @@
 """Training data for translators: text windows from a corpus and their precomputed model outputs.
 
 A window is a context of `chunks` consecutive pieces of a paragraph (each `chunk_tokens` encoder
-tokens, prefilled independently as ingest would) and a continuation: the text that follows it
-(continuation "text"), or a cloze question about the context (mot/training/cloze.py) laid out as `ask` lays
-out a question, followed by the generator's own answer read from the text (continuation "cloze").
-Prepared
-once per window and reused at every step (the models are frozen):
+tokens, prefilled independently as ingest would) and a continuation: the text that follows it.
+Prepared once per window and reused at every step (the models are frozen):
     source chunk K/V (encoder, after its answer-time prefix)          c{j}.sk.{l}, c{j}.sv.{l}
     target native chunk K/V (generator, after its prefix): the
       reconstruction targets                                          c{j}.tk.{l}, c{j}.tv.{l}
     token ids / offsets of both tokenizations                         c{j}.sids, c{j}.soff, c{j}.tids, c{j}.toff
     teacher: the generator reading prefix + context text + continuation (direct prompting):
-      (cloze: the continuation is the question's ids + the teacher's greedy answer to it)
       top-k next-token log-probs on the continuation                  cont.ids, teacher.logp, teacher.idx
       the continuation's own K/V                                      cont.k.{l}, cont.v.{l}
 """
@@ -30,19 +26,14 @@ from transformers import DynamicCache
 from cag.atomic import atomic_write
 from cag.errors import CagError
 from cag.kv.chunk_cache import prefill_chunks
-from cag.kv.generate import greedy_generate
-from cag.prompt import prompt_layout
-from mot.training.cloze import cloze_question
 
 log = logging.getLogger(__name__)
-CONTINUATIONS = ("text", "cloze")
 
 
 @dataclass
 class TextWindow:
     chunks: list
-    continuation: str  # running text after the chunks ("" for a cloze window)
-    question: str | None = None  # a cloze question about the chunks
+    continuation: str  # running text after the chunks
 
 
 @dataclass
@@ -91,58 +82,35 @@ def read_paragraphs(paths: list[Path]) -> list[str]:
 
 
 def make_windows(paragraphs: list[str], tokenizer, count: int, chunk_tokens: int = 64,
-                 chunks: int = 2, continuation_tokens: int = 32, seed: int = 0,
-                 continuation: str = "text") -> list[TextWindow]:
-    """Up to `count` windows from paragraphs long enough (in `tokenizer` tokens), in a seeded order.
-    continuation "cloze": no running text after the chunks; windows whose context holds no fact
-    to ask about are skipped."""
-    if continuation not in CONTINUATIONS:
-        raise CagError(f"Unknown continuation {continuation!r}; choose {' or '.join(CONTINUATIONS)}.")
+                 chunks: int = 2, continuation_tokens: int = 32, seed: int = 0) -> list[TextWindow]:
+    """Up to `count` windows from paragraphs long enough (in `tokenizer` tokens), in a seeded order."""
     order = list(range(len(paragraphs)))
-    rng = random.Random(seed)
-    rng.shuffle(order)
-    cloze = continuation == "cloze"
-    need = chunks * chunk_tokens + (0 if cloze else continuation_tokens)
+    random.Random(seed).shuffle(order)
+    need = chunks * chunk_tokens + continuation_tokens
     windows = []
     for i in order:
         if len(windows) >= count:
             break
         text = paragraphs[i]
         offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
-        if len(offsets) < need + cloze:  # cloze: the token after the context marks its end
+        if len(offsets) < need:
             continue
         cuts = [offsets[j * chunk_tokens][0] for j in range(chunks + 1)]
         cuts[0] = 0
         end = offsets[need - 1][1]
-        pieces = [text[cuts[j]:cuts[j + 1]] for j in range(chunks)]
-        if cloze:
-            question = cloze_question("".join(pieces), rng)
-            if question is not None:
-                windows.append(TextWindow(pieces, "", question.question))
-        else:
-            windows.append(TextWindow(pieces, text[cuts[-1]:end]))
+        windows.append(TextWindow([text[cuts[j]:cuts[j + 1]] for j in range(chunks)], text[cuts[-1]:end]))
     return windows
-
-
-def continuation_ids(window: TextWindow, target_lm, context: torch.Tensor, answer_tokens: int) -> torch.Tensor:
-    """(Tc,) the continuation the teacher is run on: the running text, or question + teacher answer."""
-    tokenizer = target_lm.tokenizer
-    if window.question is None:
-        return torch.tensor(tokenizer(window.continuation, add_special_tokens=False)["input_ids"])
-    question = prompt_layout(tokenizer).question_ids(tokenizer, window.question)
-    answer = greedy_generate(target_lm, context.tolist() + question, None, answer_tokens).token_ids
-    return torch.tensor(question + answer, dtype=torch.int64)
 
 
 @torch.no_grad()
 def prepare_window(window: TextWindow, source_lm, target_lm, source_prefix, target_prefix,
-                   top_k: int = 32, answer_tokens: int = 12) -> PreparedWindow:
+                   top_k: int = 32) -> PreparedWindow:
     src = prefill_chunks(source_lm, window.chunks, source_prefix, batch_size=len(window.chunks))
     tgt = prefill_chunks(target_lm, window.chunks, target_prefix, batch_size=len(window.chunks))
     chunks = [PreparedChunk(text, s.keys, s.values, s.offsets, t.token_ids, t.offsets, t.keys, t.values)
               for text, s, t in zip(window.chunks, src, tgt)]
     context = torch.cat([torch.as_tensor(list(target_prefix), dtype=torch.int64)] + [t.token_ids for t in tgt])
-    cont = continuation_ids(window, target_lm, context, answer_tokens)
+    cont = torch.tensor(target_lm.tokenizer(window.continuation, add_special_tokens=False)["input_ids"])
     ids = torch.cat([context, cont])
     cache = DynamicCache()  # no config: sliding layers keep every token, as chunk prefill does
     device = target_lm.device

@@ -16,11 +16,13 @@ from cag.errors import CagError
 log = logging.getLogger(__name__)
 
 
-def claim(path: Path, wanted: dict, mismatch: str, defaults: dict | None = None) -> None:
+def claim(path: Path, wanted: dict, mismatch: str, defaults: dict | None = None, held_as=None) -> None:
     """Write `wanted` to the JSON file `path`, or check that it already holds exactly that (a key
-    missing from the file, written before that setting existed, stands for its value in `defaults`)."""
+    missing from the file, written before that setting existed, stands for its value in `defaults`;
+    `held_as` maps what the file holds first, e.g. dropping settings removed since)."""
     if path.is_file():
-        held = {**(defaults or {}), **json.loads(path.read_text())}
+        held = json.loads(path.read_text())
+        held = {**(defaults or {}), **(held_as(held) if held_as else held)}
         if held != wanted:
             raise CagError(mismatch)
         return

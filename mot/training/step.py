@@ -7,7 +7,6 @@ import torch
 from mot.alignment import align
 from mot.injection import full_cache, prefix_cache, window_cache
 from mot.training.losses import layers_nmse, top1_agreement, topk_kl
-from mot.training.query_metric import layers_query_error
 from mot.token_features import embedding_table, token_features
 
 
@@ -40,13 +39,7 @@ def chunk_tokens(translator, lm, chunk) -> torch.Tensor | None:
     return chunk._tokens[1]
 
 
-def key_error(keys: list, targets: list, key_moments: list | None) -> torch.Tensor:
-    """The keys' reconstruction error: normalized MSE, or with `key_moments` (mot/training/query_metric.py)
-    the logit error the target's own queries would see."""
-    return layers_nmse(keys, targets) if key_moments is None else layers_query_error(keys, targets, key_moments)
-
-
-def translate_window(translator, window, prefix_len: int, lm=None, key_moments: list | None = None):
+def translate_window(translator, window, prefix_len: int, lm=None):
     """Translated K/V (H, T_ctx, D) per target layer for the window's chunks laid out after the
     prefix (`lm`, the target, is needed by translators that read its token embeddings)."""
     keys, values, rec, balance, misaligned = [], [], 0.0, 0.0, 0
@@ -57,7 +50,7 @@ def translate_window(translator, window, prefix_len: int, lm=None, key_moments: 
         positions = torch.arange(pos, pos + chunk.tgt_ids.numel())
         k, v, b = translator(chunk.src_keys, chunk.src_values, weights, positions,
                              chunk_tokens(translator, lm, chunk))
-        rec = rec + 0.5 * (key_error(k, chunk.tgt_keys, key_moments) + layers_nmse(v, chunk.tgt_values))
+        rec = rec + 0.5 * (layers_nmse(k, chunk.tgt_keys) + layers_nmse(v, chunk.tgt_values))
         balance = balance + b
         keys.append(k)
         values.append(v)
@@ -70,11 +63,10 @@ def translate_window(translator, window, prefix_len: int, lm=None, key_moments: 
 
 def run_window(translator, lm, prefix_kv, prefix_len: int, window, mode: str = "full",
                layers_window: tuple | None = None, with_context: bool = True,
-               given: tuple | None = None, key_moments: list | None = None) -> StepResult:
+               given: tuple | None = None) -> StepResult:
     """Losses for one window. mode "full" / "window" translated; with_context=False: no context
     at all (the floor, for diagnostics); `given` (keys, values): use these context K/V instead of
-    translating (e.g. the generator's own independently prefilled chunks, a reference);
-    `key_moments`: keys' reconstruction as the target's queries see it (see key_error)."""
+    translating (e.g. the generator's own independently prefilled chunks, a reference)."""
     cont = window.cont_ids
     device = lm.device
     zero = torch.zeros(())
@@ -91,7 +83,7 @@ def run_window(translator, lm, prefix_kv, prefix_len: int, window, mode: str = "
         rec = balance = zero
         misaligned = 0
     else:
-        keys, values, rec, balance, misaligned = translate_window(translator, window, prefix_len, lm, key_moments)
+        keys, values, rec, balance, misaligned = translate_window(translator, window, prefix_len, lm)
     ctx = keys[0].shape[1]
     start = prefix_len + ctx
     if mode == "full":

@@ -18,9 +18,7 @@ import time
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file, save_file
 
-from cag.atomic import atomic_write
 from cag.errors import CagError
 from cag.faults import fault_point
 from cag.kv.chunk_cache import run_prefill
@@ -31,11 +29,10 @@ from cag.translations import TranslatorKind
 from mot.checkpoint import load_translator, read_record, save_translator
 from mot.training.data import load_window, make_windows, prepare_window, read_paragraphs, save_window
 from mot.injection import default_window
-from mot.training.query_metric import query_moments, window_sequences
 from mot.training.ridge import RidgeFit
 from mot.training.run_folder import append_record, claim, drop_records_after, load_state, lr_at, save_state, train_seconds
 from mot.training.step import chunk_tokens, chunk_weights, run_window
-from mot.training.config import ABSENT_MEANS, TrainConfig, check, resolve
+from mot.training.config import ABSENT_MEANS, TrainConfig, check, resolve, without_retired
 from mot.translator import TrainingRecord, Translator, make_spec
 
 log = logging.getLogger(__name__)
@@ -65,8 +62,7 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> Path:
                         target, s_prefix, t_prefix, progress, seed=cfg.seed + 1)
     prepare_seconds = time.perf_counter() - prepare_started  # ~0 when the windows were prepared before
     spec = make_spec(cfg.kind, source, target, cfg.pairs_per_layer, cfg.experts, cfg.top_k, cfg.rank,
-                     cfg.router_hidden, cfg.attention_dim, cfg.attention_heads, cfg.target_embeddings,
-                     cfg.token_rank)
+                     cfg.router_hidden, cfg.target_embeddings, cfg.token_rank)
     prefix_kv = run_prefill(target.model, torch.tensor(t_prefix), torch.arange(len(t_prefix))) if t_prefix else None
     started = time.perf_counter()
     if cfg.init:
@@ -81,9 +77,8 @@ def train(cfg: TrainConfig, progress: Progress | None = None) -> Path:
     start["seconds"] = time.perf_counter() - started
     metrics_path = run / "metrics.jsonl"
     if TranslatorKind(cfg.kind) is not TranslatorKind.RIDGE and cfg.steps > 0:
-        moments = _key_moments(run, target, train_set, t_prefix, cfg) if cfg.key_loss == "query" else None
         _optimize(translator, target, prefix_kv, len(t_prefix), train_set, heldout, cfg, run,
-                  metrics_path, progress, moments)
+                  metrics_path, progress)
     translator.eval()
     final = evaluate(translator, target, prefix_kv, len(t_prefix), heldout, cfg)
     training = {**cfg.to_json(), "train_tokens": start["tokens"],
@@ -112,22 +107,11 @@ def _initial_translator(path: str, spec) -> tuple:
     return translator.train(), read_record(Path(path))
 
 
-def _key_moments(run: Path, target, train_set: list, t_prefix, cfg: TrainConfig) -> list:
-    """The target's query moments per layer (mot/training/query_metric.py) over the first training
-    windows (prefix, chunks read in one pass, continuation); computed once, kept in the run."""
-    path = run / "query_moments.safetensors"
-    if path.is_file():
-        held = load_file(path)
-        return [held[f"layer.{i}"] for i in range(len(held))]
-    moments = query_moments(target, window_sequences(train_set[:cfg.query_windows], t_prefix), seed=cfg.seed)
-    atomic_write(path, lambda tmp: save_file({f"layer.{i}": m.contiguous() for i, m in enumerate(moments)}, str(tmp)))
-    return moments
-
-
 def _start_or_resume(run: Path, cfg: TrainConfig) -> None:
     defaults = {**ABSENT_MEANS, "source": cfg.source, "target": cfg.target, "out": cfg.out}
     claim(run / "config.json", cfg.to_json(), f"Run folder {run} holds a training run with another "
-           "config; pass another --out or delete that folder.", defaults)
+           "config; pass another --out or delete that folder.", defaults,
+          held_as=lambda held: without_retired(held, f"The run in {run}"))
 
 
 def _check_data_folder(data: Path, cfg: TrainConfig, source, target) -> None:
@@ -137,8 +121,6 @@ def _check_data_folder(data: Path, cfg: TrainConfig, source, target) -> None:
               "heldout_corpus": list(cfg.heldout_corpus), "chunk_tokens": cfg.chunk_tokens,
               "chunks": cfg.chunks, "continuation_tokens": cfg.continuation_tokens,
               "teacher_top_k": cfg.teacher_top_k, "seed": cfg.seed}
-    if cfg.continuation != "text":  # (folders prepared before cloze windows existed stay valid)
-        wanted.update(continuation=cfg.continuation, answer_tokens=cfg.answer_tokens)
     claim(data / "data.json", wanted, f"Prepared data in {data} was made for other models or "
            "window settings; use another --data folder.")
 
@@ -150,11 +132,9 @@ def _prepared(folder: Path, corpus: list, count: int, cfg: TrainConfig, source, 
         raise CagError("No corpus given: pass --corpus (and --heldout) paths.")
     paragraphs = read_paragraphs([Path(p) for p in corpus])
     texts = make_windows(paragraphs, source.tokenizer, count, cfg.chunk_tokens, cfg.chunks,
-                         cfg.continuation_tokens, seed, cfg.continuation)
+                         cfg.continuation_tokens, seed)
     if not texts:
-        shape = (f"{cfg.chunks} x {cfg.chunk_tokens} tokens with a fact to ask about"
-                 if cfg.continuation == "cloze" else
-                 f"{cfg.chunks} x {cfg.chunk_tokens} + {cfg.continuation_tokens} tokens")
+        shape = f"{cfg.chunks} x {cfg.chunk_tokens} + {cfg.continuation_tokens} tokens"
         raise CagError(f"No paragraph in {', '.join(map(str, corpus))} is long enough for a window of {shape}.")
     if len(texts) < count:
         log.warning("only %d windows of the %d asked fit in %s", len(texts), count, corpus)
@@ -165,8 +145,7 @@ def _prepared(folder: Path, corpus: list, count: int, cfg: TrainConfig, source, 
     for i, text in enumerate(texts):
         path = folder / f"w{i:05d}.safetensors"
         if not path.is_file():
-            save_window(prepare_window(text, source, target, s_prefix, t_prefix, cfg.teacher_top_k,
-                                       cfg.answer_tokens), path)
+            save_window(prepare_window(text, source, target, s_prefix, t_prefix, cfg.teacher_top_k), path)
         windows.append(load_window(path))
         progress.advance(task)
     return windows
@@ -192,8 +171,7 @@ def _trainable(translator) -> list:
     return [p for p in translator.parameters() if p.requires_grad]
 
 
-def _optimize(translator, target, prefix_kv, prefix_len, train_set, heldout, cfg, run, metrics_path, progress,
-              key_moments=None):
+def _optimize(translator, target, prefix_kv, prefix_len, train_set, heldout, cfg, run, metrics_path, progress):
     if cfg.mode == "window":
         for layer, mod in enumerate(translator.layers):
             if not cfg.window[0] <= layer < cfg.window[1]:
@@ -223,8 +201,7 @@ def _optimize(translator, target, prefix_kv, prefix_len, train_set, heldout, cfg
         optimizer.zero_grad(set_to_none=True)
         totals = {"loss": 0.0, "reconstruction": 0.0, "kl": 0.0, "continuation_kv": 0.0, "top1": 0.0}
         for window in rng.sample(train_set, min(cfg.batch, len(train_set))):
-            r = run_window(translator, target, prefix_kv, prefix_len, window, cfg.mode, cfg.window,
-                           key_moments=key_moments)
+            r = run_window(translator, target, prefix_kv, prefix_len, window, cfg.mode, cfg.window)
             loss = (cfg.w_reconstruction * r.reconstruction + cfg.w_kl * r.kl
                     + cfg.w_continuation_kv * r.continuation_kv + cfg.w_balance * r.balance) / cfg.batch
             loss.backward()

@@ -114,7 +114,7 @@ def test_translate_chunk_feeds_the_embeddings_and_refuses_without_them():
 
 def test_a_saved_translator_with_embeddings_reloads_and_translates_alike(tmp_path):
     """The setting travels in the checkpoint's spec (shipped translators without it keep their
-    fingerprints: tests/mot/test_chunk_attention.py)."""
+    fingerprints: tests/mot/test_translator.py)."""
     source, target = tiny_lm("llama", seed=1), tiny_lm("qwen2", seed=2)
     chunk = prefill_chunk(source, TEXTS[2], prompt_layout(source.tokenizer).prefix_ids)
     translator = Translator(make_spec("single", source, target, target_embeddings=2))

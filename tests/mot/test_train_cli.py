@@ -75,23 +75,6 @@ def test_killed_training_resumes_from_its_checkpoint(tiny_models, text_corpus, t
     assert (out / "translator.safetensors").is_file()
 
 
-def test_train_on_cloze_continuations(tiny_models, text_corpus, tmp_path):
-    out, data = tmp_path / "run", tmp_path / "data"
-    args = train_args(tiny_models, text_corpus, out, steps=2)
-    args[args.index("--chunk-tokens") + 1] = 40  # a window must hold a whole sentence with a fact
-    result = invoke(*args, "--continuation", "cloze", "--answer-tokens", 3, "--data", data)
-    assert result.exit_code == 0, result.output
-    claimed = json.loads((data / "data.json").read_text())
-    assert claimed["continuation"] == "cloze" and claimed["answer_tokens"] == 3
-    record = json.loads((out / "translator.json").read_text())
-    assert record["spec"]["training"]["continuation"] == "cloze"
-    assert record["spec"]["metrics"]["heldout"]["full"]["kl"] >= 0
-    # windows prepared for cloze continuations are not reused for running text
-    args[args.index("--out") + 1] = tmp_path / "run2"
-    result = invoke(*args, "--answer-tokens", 3, "--data", data)
-    assert result.exit_code == 1 and "another --data folder" in result.output
-
-
 def test_train_continues_from_a_trained_translator(tiny_models, text_corpus, tmp_path):
     from safetensors.torch import load_file
     first = tmp_path / "first"
@@ -120,46 +103,6 @@ def test_train_continues_from_a_trained_translator(tiny_models, text_corpus, tmp
     assert result.exit_code == 1 and "kind ridge has no training" in result.output
 
 
-def test_train_with_query_weighted_key_loss(tiny_models, text_corpus, tmp_path):
-    from safetensors.torch import load_file
-    data = tmp_path / "data"
-    plain, query = tmp_path / "plain", tmp_path / "query"
-    assert invoke(*train_args(tiny_models, text_corpus, plain, steps=2), "--data", data).exit_code == 0
-    result = invoke(*train_args(tiny_models, text_corpus, query, steps=2), "--data", data, "--key-loss", "query")
-    assert result.exit_code == 0, result.output
-    spec = json.loads((query / "translator.json").read_text())["spec"]
-    assert spec["training"]["key_loss"] == "query"
-    moments = load_file(str(query / "query_moments.safetensors"))
-    geometry = spec["target"]["geometry"]
-    assert len(moments) == geometry["num_layers"]
-    for m in moments.values():
-        assert m.shape == (geometry["kv_heads"], geometry["head_dim"], geometry["head_dim"])
-        assert torch.linalg.eigvalsh(m).min() > -1e-4  # a second moment: positive semi-definite
-    def first_reconstruction(run):
-        return next(json.loads(l)["reconstruction"] for l in (run / "metrics.jsonl").read_text().splitlines()
-                    if '"step"' in l)
-    # the same ridge start, the same first batch: only the key loss differs
-    assert first_reconstruction(plain) != first_reconstruction(query)
-    result = invoke(*train_args(tiny_models, text_corpus, tmp_path / "bad", steps=1), "--key-loss", "cosine")
-    assert result.exit_code == 1 and "Unknown key loss 'cosine'" in result.output
-
-
-def test_train_with_chunk_attention(tiny_models, text_corpus, tmp_path):
-    from safetensors.torch import load_file
-    out = tmp_path / "run"
-    args = train_args(tiny_models, text_corpus, out, kind="single", steps=3)
-    result = invoke(*args, "--attention-dim", 16, "--attention-heads", 2)
-    assert result.exit_code == 0, result.output
-    spec = json.loads((out / "translator.json").read_text())["spec"]
-    assert spec["attention_dim"] == 16 and spec["attention_heads"] == 2
-    weights = load_file(str(out / "translator.safetensors"))
-    outs = [v for k, v in weights.items() if k.endswith("attention.out.weight")]
-    assert len(outs) == len(spec["layer_map"])
-    assert all(w.abs().sum() > 0 for w in outs)  # trained away from its zero start
-    result = invoke(*train_args(tiny_models, text_corpus, tmp_path / "r", kind="ridge"), "--attention-dim", 16)
-    assert result.exit_code == 1 and "kind ridge is closed-form" in result.output
-
-
 def test_train_with_target_embeddings_and_ask_with_them(tiny_models, text_corpus, corpus, tmp_path, cag_home):
     out = tmp_path / "run"
     result = invoke(*train_args(tiny_models, text_corpus, out, kind="mot", steps=3), "--target-embeddings", 2,
@@ -176,16 +119,21 @@ def test_train_with_target_embeddings_and_ask_with_them(tiny_models, text_corpus
     assert answer["mode"] == "translated" and answer["timings_ms"]["translate"] > 0
 
 
-def test_a_run_from_before_a_setting_existed_resumes(tiny_models, text_corpus, tmp_path):
+def test_a_run_from_before_a_setting_existed_or_after_one_was_removed_resumes(tiny_models, text_corpus, tmp_path):
     out = tmp_path / "run"
-    assert invoke(*train_args(tiny_models, text_corpus, out, steps=2)).exit_code == 0
+    plain = (*train_args(tiny_models, text_corpus, out, steps=2), "--target-embeddings", 0)
+    assert invoke(*plain).exit_code == 0
     config = json.loads((out / "config.json").read_text())
-    del config["attention_dim"], config["attention_heads"]  # as written before chunk attention
+    del config["target_embeddings"], config["token_rank"]  # as written before token embeddings (off then)
+    config |= {"attention_dim": 0, "attention_heads": 4, "continuation": "text", "key_loss": "nmse"}  # removed since
     (out / "config.json").write_text(json.dumps(config))
-    result = invoke(*train_args(tiny_models, text_corpus, out, steps=2))
+    result = invoke(*plain)
     assert result.exit_code == 0, result.output
-    result = invoke(*train_args(tiny_models, text_corpus, out, steps=2), "--attention-dim", 16)
+    result = invoke(*train_args(tiny_models, text_corpus, out, steps=2), "--target-embeddings", 1)
     assert result.exit_code == 1 and "another config" in result.output
+    (out / "config.json").write_text(json.dumps({**config, "key_loss": "query"}))  # a removed feature was on
+    result = invoke(*plain)
+    assert result.exit_code == 1 and "key_loss='query', a setting this cag no longer has" in result.output
 
 
 def test_bad_train_input(tiny_models, text_corpus, tmp_path):
@@ -198,8 +146,6 @@ def test_bad_train_input(tiny_models, text_corpus, tmp_path):
         assert result.exit_code == 1 and "torch sees no CUDA GPU" in result.output
     result = invoke(*train_args(tiny_models, text_corpus, tmp_path / "d"), "--mode", "window", "--window", "3")
     assert result.exit_code == 1 and "START:END" in result.output
-    result = invoke(*train_args(tiny_models, text_corpus, tmp_path / "e"), "--continuation", "qa")
-    assert result.exit_code == 1 and "Unknown continuation 'qa'" in result.output
 
 
 @pytest.fixture

@@ -1,5 +1,7 @@
 """Translator shapes on all five families, injection exactness, training, checkpoints, refusals."""
 
+import json
+
 import pytest
 import torch
 
@@ -13,6 +15,7 @@ from mot.training.data import make_windows, prepare_window
 from mot.injection import full_cache, window_cache
 from mot.training.ridge import RidgeFit
 from mot.training.step import chunk_weights, run_window
+from mot.registry import SHIPPED as SHIPPED_DIR
 from mot.translator import Translator, make_spec, translate_chunk
 
 FAMILIES = ("gpt2", "opt", "llama", "qwen2", "gemma3")
@@ -195,3 +198,29 @@ def test_install_and_find_with_dotted_model_names(tmp_path, cag_home):
     assert load_translator(found.path).fingerprint() == load_translator(checkpoint).fingerprint()
     missing = find_translator(source.fingerprint, target.fingerprint, TranslationId("a", "b", TranslatorKind.MOT))
     assert missing.path is None and "no translator a -> b (mot)" in missing.reason
+
+
+DEFAULT_SET_UP = [SHIPPED_DIR / f"{stem}.safetensors" for stem in
+                  ("smollm2-135m__qwen2.5-coder-0.5b__mot", "smollm2-135m__gemma3-270m__mot")]
+
+
+@pytest.mark.parametrize("path", DEFAULT_SET_UP, ids=lambda p: p.stem)
+def test_shipped_translators_keep_their_recorded_fingerprints(path):
+    """Loading must give the fingerprint recorded when they were saved (translated caches in users'
+    stores are named by it): their JSON holds the retired chunk-attention fields at off, which must
+    not change who they are."""
+    record = json.loads(path.with_name(path.name[:-len(".safetensors")] + ".json").read_text())
+    assert record["spec"]["attention_dim"] == 0
+    assert load_translator(path).fingerprint() == record["fingerprint"]
+
+
+def test_a_checkpoint_that_used_a_retired_feature_is_refused(tmp_path):
+    source, target = tiny_lm("llama", seed=1), tiny_lm("qwen2", seed=2)
+    path = save_translator(Translator(make_spec("mot", source, target)), tmp_path / "t", dtype="fp32")
+    record_path = tmp_path / "t.json"
+    record = json.loads(record_path.read_text())
+    record_path.write_text(json.dumps({**record, "spec": {**record["spec"], "attention_dim": 0, "attention_heads": 4}}))
+    assert load_translator(path).fingerprint() == record["fingerprint"]  # at off: the same translator
+    record_path.write_text(json.dumps({**record, "spec": {**record["spec"], "attention_dim": 16}}))
+    with pytest.raises(CagError, match="attention_dim, a feature this cag no longer has"):
+        load_translator(path)

@@ -83,7 +83,7 @@ def test_the_retrain_command_sets_exactly_the_recorded_config(name, tmp_path, mo
     as off), without training: the training function is replaced by one that keeps the config."""
     import mot.training.train as training
     from cli.main import app
-    from mot.training.config import ABSENT_MEANS
+    from mot.training.config import ABSENT_MEANS, without_retired
 
     extra = _script()
     record = extra.read_extra(name)
@@ -97,7 +97,7 @@ def test_the_retrain_command_sets_exactly_the_recorded_config(name, tmp_path, mo
     args = extra.train_arguments(record, str(tmp_path / "out"))
     result = CliRunner().invoke(app, ["train", *args])
     assert isinstance(result.exception, RuntimeError) and len(seen) == 1, result.output
-    got, recorded = seen[0].to_json(), {**ABSENT_MEANS, **record["spec"]["training"]}
+    got, recorded = seen[0].to_json(), {**ABSENT_MEANS, **without_retired(record["spec"]["training"], name)}
     settings = set(extra.DEFAULTS) - extra.NOT_SETTINGS - {"corpus", "heldout_corpus", "dtype"}
     assert {k: got[k] for k in settings} == {k: recorded[k] for k in settings}
     assert got["dtype"] == record["weights_dtype"]
@@ -117,6 +117,10 @@ def test_a_config_the_command_cannot_express_is_refused():
         changed = {**record, "spec": {**record["spec"], "training": {**training, **change}}}
         with pytest.raises(SystemExit, match=message):
             extra.train_arguments(changed, "runs/x")
+    from cag.errors import CagError
+    removed = {**record, "spec": {**record["spec"], "training": {**training, "key_loss": "query"}}}
+    with pytest.raises(CagError, match="key_loss='query', a setting this cag no longer has"):
+        extra.train_arguments(removed, "runs/x")
 
 
 def test_a_missing_translator_without_history_names_the_make_target(tmp_path, monkeypatch, capsys):
