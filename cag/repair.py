@@ -33,7 +33,7 @@ from cag.prompt import prompt_layout
 from cag.store.catalog import Catalog, ChunkRow, NewChunk, row_problem
 from cag.store.check import CheckReport, check_store
 from cag.store.row_digest import FIRST
-from cag.store.spaces import CacheSpace, walk_caches
+from cag.store.spaces import Role, walk_caches
 from cag.store.store import Store
 
 log = logging.getLogger(__name__)
@@ -87,7 +87,7 @@ def _plan(store: Store, before: CheckReport, report: RepairReport) -> tuple[set,
     for problem in before.of_kind("missing"):
         paths.add(problem.path)
         space = spaces.get(problem.space)
-        if space is not None and space.role == "native":
+        if space is not None and space.role is Role.NATIVE:
             also_for.add(space.generator or space.model_name)
     texts_of = _texts_by_key(store, spaces)
     damaged = before.of_kind("cache")
@@ -98,11 +98,11 @@ def _plan(store: Store, before: CheckReport, report: RepairReport) -> tuple[set,
         space, text = spaces.get(problem.space), texts_of.get(Path(problem.path).name[:64])
         if space is None or text is None:
             continue
-        if space.role == "translated":
+        if space.role is Role.TRANSLATED:
             retranslate[space.key].append(text)
         else:
             paths |= docs_of[text]
-            if space.role == "native":
+            if space.role is Role.NATIVE:
                 also_for.add(space.generator or space.model_name)
     for problem in before.of_kind("space"):
         for entry in walk_caches(store.caches_folder, problem.space):

@@ -41,10 +41,6 @@ def layer_span(text) -> tuple | None:
     return start, end
 
 
-def check_share(name: str, value: float) -> None:
-    if not 0.0 <= value <= 1.0:
-        raise CagError(f"--{name} must be between 0 and 1 (a share), not {value}.")
-
 
 def check_at_least(name: str, value: int, least: int = 1) -> None:
     if value < least:

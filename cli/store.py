@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from cag.errors import CagError
+from cag.store.spaces import Role
 from cli._errors import handle_errors
 from cli.options import StoreOption
 from cli.text import printable
@@ -60,7 +61,7 @@ def list_command(store: StoreOption = None) -> None:
         typer.echo(f"{chunks:6}  {printable(path)}")
 
 
-PRUNABLE = ("translated", "native")
+PRUNABLE = (Role.TRANSLATED, Role.NATIVE)
 
 
 @app.command("prune")
@@ -78,14 +79,15 @@ def prune_command(
     """Free disk: delete derived cache spaces (translated, or native) a store can re-create."""
     from cag.store import Store
 
-    if role not in PRUNABLE:
+    if role not in set(PRUNABLE):
         raise CagError(f"--role must be one of {', '.join(PRUNABLE)} (got {role!r}). The encoder's caches are never "
                        "pruned (translated modes read them): `cag store remove` removes documents instead.")
+    role = Role(role)
     opened = Store.open(store)
     try:
-        spaces = [s for s in opened.spaces() if s.role == role and (model is None or s.generator == model)]
+        spaces = [s for s in opened.spaces() if s.role is role and (model is None or s.generator == model)]
         if not spaces:
-            known = sorted({s.generator for s in opened.spaces() if s.role == role})
+            known = sorted({s.generator for s in opened.spaces() if s.role is role})
             raise CagError(f"No {role} caches" + (f" for {model}" if model else "") + f" in store {opened.folder}"
                            + (f"; it has {role} caches for: {', '.join(known)}." if known else "."))
         total_files = total_bytes = 0

@@ -71,8 +71,9 @@ def qa_results(run: Path, run_name: str | None = None) -> dict:
         mode = mode_for_kind(kind)
         if mode in held:
             results[(kind, "qa")] = qa_record(held, mode, **common)
-    if "translated-blend" in held:
-        results[(TranslatorKind.MOT, "qa_blend")] = {"mode": "translated-blend", "blend": config["blend"],
-                                        "blend_select": config["blend_select"],
-                                        **qa_record(held, "translated-blend", **common)}
+    blended = next(m.name for m in modes() if m.recomputes and m.translator_kind is TranslatorKind.MOT)
+    if blended in held:
+        results[(TranslatorKind.MOT, "qa_blend")] = {"mode": blended, "blend": config["blend"],
+                                                     "blend_select": config["blend_select"],
+                                                     **qa_record(held, blended, **common)}
     return results

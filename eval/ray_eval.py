@@ -11,19 +11,14 @@ the same path.
 import logging
 from dataclasses import dataclass, replace
 
-import torch
-
 from cag.distributed.cluster import connect, plan_workers, start_actors
 from cag.distributed.dispatch import Dispatcher
 from cag.distributed.ingest import ray_ingest
 from cag.distributed.options import RayOptions
-from cag.errors import CagError
-from cag.models import load_model
+from cag.distributed.worker import ModelWorker, WorkerSpec
 from cag.models.loading import model_identity, resolve_dtype
 from cag.modes import ModeOptions
 from cag.progress import Progress
-from cag.prompt import prompt_layout
-from cag.store import Store
 from eval.runner import EXAMPLES_TASK, EvalConfig, append_record, finish_run, mode_options, prepare_run
 from eval.scoring import evaluate_example
 
@@ -32,44 +27,25 @@ POOL = "generator"
 
 
 @dataclass(frozen=True)
-class EvalSpec:
+class EvalSpec(WorkerSpec):
     """What an eval worker loads and how it answers."""
 
-    task: str
-    model: str
-    dtype: str
-    device: str
-    threads: int
-    store: str  # the run's store folder, at the same path on every node
-    max_new_tokens: int
-    option_score: str
-    options: ModeOptions
-    fingerprint: str  # the generator as the driver sees it: every worker must load that one
+    task: str = "extractive"
+    max_new_tokens: int = 32
+    option_score: str = "mean"
+    options: ModeOptions = ModeOptions()
+    fingerprint: str = ""  # the generator as the driver sees it: every worker must load that one
 
 
-class EvalWorker:
-    """Made a Ray actor by `cluster.start_actors`: the generator, answering one example in its modes."""
+class EvalWorker(ModelWorker):
+    """The generator, answering one example in its modes."""
 
-    def __init__(self, spec: EvalSpec):
-        import socket
-        self.spec, self._problem = spec, None
-        try:
-            torch.set_num_threads(spec.threads)
-            self.lm = load_model(spec.model, spec.dtype, spec.device)
-            if self.lm.fingerprint != spec.fingerprint:
-                raise CagError(f"{spec.model} here is {self.lm.fingerprint[:12]}, on the driver "
-                               f"{spec.fingerprint[:12]}: give every node the same model files.")
-            self.layout = prompt_layout(self.lm.tokenizer)
-            self.store = Store.open(spec.store, catalog=False)
-        except Exception as exc:  # a worker that cannot start says why, once, on the driver
-            kind = "" if isinstance(exc, CagError) else f"{type(exc).__name__}: "
-            self._problem = f"Ray worker on {socket.gethostname()}: {kind}{exc}"
-
-    def problem(self) -> str | None:
-        return self._problem
+    def check_model(self) -> None:
+        self.refuse_other_model(self.spec.fingerprint)
 
     def answer(self, example: dict, rows: list, modes: list) -> list:
         """predictions.jsonl records of `example` in each of `modes`."""
+        self.ready()
         spec = self.spec
         return [evaluate_example(spec.task, mode, example, rows, self.store, self.lm, self.layout,
                                  spec.max_new_tokens, spec.option_score, spec.options) for mode in modes]
@@ -91,9 +67,9 @@ def run_eval_on_ray(config: EvalConfig, ray_options: RayOptions = RayOptions(), 
         generator = model_identity(config.model)  # its name and fingerprint, for the report
         work = run.work(progress)
         if work:
-            spec = EvalSpec(run.task, config.model, config.dtype, plan.device, plan.num_cpus,
-                            str(run.store.folder.resolve()), config.max_new_tokens, config.option_score,
-                            mode_options(config), generator.fingerprint)
+            spec = EvalSpec(config.model, config.dtype, plan.device, plan.num_cpus, str(run.store.folder.resolve()),
+                            run.task, config.max_new_tokens, config.option_score, mode_options(config),
+                            generator.fingerprint)
             _answer(work, spec, plan, run.folder / "predictions.jsonl", progress)
         return finish_run(run, generator)
 

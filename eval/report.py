@@ -8,6 +8,7 @@ from cag.atomic import atomic_write_text
 from cag.modes import Reads, get_mode
 from cag.modes import modes as all_modes
 from cag.modes.derived import DerivedMode
+from cag.store.spaces import Role
 from eval.metrics import bootstrap_difference_ci, bootstrap_ratio_ci
 
 GENERATIVE = ("extractive", "multi_doc")
@@ -83,9 +84,9 @@ def storage_per_token(store, lm) -> dict:
     by_reads = {Reads.TEXT: 0.0, Reads.NOTHING: 0.0}
     for space in info["cache_spaces"]:
         # the generator's own caches: its native space, or the encoder's when it is the encoder
-        if space["role"] in ("native", "encoder") and space["fingerprint"] == lm.fingerprint[:12]:
+        if space["role"] in (Role.NATIVE, Role.ENCODER) and space["fingerprint"] == lm.fingerprint[:12]:
             by_reads[Reads.NATIVE] = round(space["bytes"] / tokens, 1)
-        if space["role"] == "encoder":  # translated modes read the shared encoder caches
+        if space["role"] is Role.ENCODER:  # translated modes read the shared encoder caches
             by_reads[Reads.ENCODER] = round(space["bytes"] / tokens, 1)
     result = {m.name: by_reads[m.reads] for m in all_modes() if m.reads in by_reads}
     if Reads.ENCODER in by_reads:

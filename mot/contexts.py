@@ -12,7 +12,7 @@ from cag.errors import CagError, DiskFullError
 from cag.kv.assemble import AssembledContext, check_positions, native_prefix_kv
 from cag.kv.chunk_cache import ids_sha256, tokenize_chunk
 from cag.kv.serde import derived_cache_dtype, save_chunk_cache
-from cag.store.spaces import CacheSpace
+from cag.store.spaces import CacheSpace, Role
 from cag.store.store import Store
 from cag.timing import Timings
 from cag.translations import TranslationId, TranslatorKind
@@ -28,7 +28,7 @@ _LOADED: dict = {}  # (path, weights mtime, record mtime, device) -> Translator
 
 def encoder_space(store: Store) -> CacheSpace:
     for space in store.spaces():
-        if space.role == "encoder" and space.model_fingerprint == store.config.encoder_fingerprint:
+        if space.role is Role.ENCODER and space.model_fingerprint == store.config.encoder_fingerprint:
             return space
     raise CagError(f"Store {store.folder} holds no encoder caches; re-ingest it.")
 
@@ -49,9 +49,9 @@ def translator_for(store: Store, lm, kind: TranslatorKind, mode: str | None = No
 
 def translated_space(translator, lm, prefix_ids) -> CacheSpace:
     digest = hashlib.sha256(f"{translator.fingerprint()}|{lm.fingerprint}".encode()).hexdigest()
-    return CacheSpace(f"{lm.name} <- {translator.spec.source.name} ({translator.kind})", digest,
-                      ids_sha256(prefix_ids), "translated", generator=lm.name,
-                      source=translator.spec.source.name, kind=translator.kind)
+    translation = TranslationId(translator.spec.source.name, lm.name, translator.kind)
+    return CacheSpace(str(translation), digest, ids_sha256(prefix_ids), Role.TRANSLATED, generator=lm.name,
+                      source=translation.source, kind=translation.kind)
 
 
 @dataclass

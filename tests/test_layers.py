@@ -127,3 +127,28 @@ def test_the_lab_and_the_benchmarks_import_no_private_name_of_the_product():
                     private += [f"{path.relative_to(ROOT)}: {node.module}.{a.name}" for a in node.names
                                 if a.name.startswith("_")]
     assert not private, "\n".join(private)
+
+
+def test_no_string_comparison_on_modes_roles_or_kinds():
+    """Modes, store roles and translator kinds are compared as objects (cag.modes' classes,
+    cag.store.spaces.Role, cag.translations.TranslatorKind), never as string literals."""
+    from cag.modes import mode_names
+    from cag.store.spaces import Role
+    from cag.translations import TranslatorKind
+
+    words = set(mode_names()) | {r.value for r in Role} | {k.value for k in TranslatorKind}
+
+    def literals(node) -> set:
+        found = set()
+        for part in ast.walk(node):
+            if isinstance(part, ast.Constant) and isinstance(part.value, str):
+                found.add(part.value)
+        return found
+
+    bad = []
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Compare) and literals(node) & words:
+                    bad.append(f"{path.relative_to(ROOT)}:{node.lineno}: {sorted(literals(node) & words)}")
+    assert not bad, "\n".join(bad)

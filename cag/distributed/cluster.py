@@ -155,8 +155,3 @@ def start_actors(cls, plan: WorkerPlan, *args) -> list:
             ray.kill(actor)
         raise CagError(problems[0])
     return actors
-
-
-def stop_actors(actors: list) -> None:
-    for actor in actors:
-        ray.kill(actor)

@@ -7,77 +7,38 @@ same cache. A worker touches nothing else in the store; the driver commits the c
 
 from dataclasses import dataclass
 
-import torch
-
+from cag.distributed.worker import ModelWorker, WorkerSpec
 from cag.errors import CagError
 from cag.faults import fault_point
 from cag.kv.chunk_cache import ids_sha256, prefill_chunks
 from cag.kv.serde import save_chunk_cache
-from cag.models import load_model
-from cag.prompt import prompt_layout
 from cag.store.spaces import CacheSpace
-from cag.store.store import Store
 
 
 @dataclass(frozen=True)
-class PrefillSpec:
+class PrefillSpec(WorkerSpec):
     """What a prefill worker loads and where it writes."""
 
-    model: str  # as the user named it (an alias, a folder on every node, a hub id)
-    dtype: str
-    device: str  # "cpu" or "cuda" (the GPU Ray gave it)
-    threads: int
-    store: str  # the store folder, at the same path on every node
-    space: CacheSpace  # the space the driver registered: the worker's model must be that one
-    batch_size: int
+    space: CacheSpace = None  # the space the driver registered: the worker's model must be that one
+    batch_size: int = 8
 
 
-def _node() -> str:
-    import socket
-    return socket.gethostname()
+class PrefillWorker(ModelWorker):
+    """Prefills chunks with its model and writes their caches into the store."""
 
-
-class PrefillWorker:
-    """Made a Ray actor by `cluster.start_actors`; a plain class here (tests call it directly)."""
-
-    def __init__(self, spec: PrefillSpec):
-        self.spec, self._problem = spec, None
-        try:
-            torch.set_num_threads(spec.threads)
-            self.lm = load_model(spec.model, spec.dtype, spec.device)
-            self.prefix = tuple(prompt_layout(self.lm.tokenizer).prefix_ids)
-            self._check_model()
-            self.store = self._open_store()
-        except CagError as exc:
-            self._problem = f"Ray worker on {_node()}: {exc}"
-        except Exception as exc:  # a worker that cannot start says why, once, on the driver
-            self._problem = f"Ray worker on {_node()}: {type(exc).__name__}: {exc}"
-
-    def _check_model(self) -> None:
+    def check_model(self) -> None:
         space = self.spec.space
-        if self.lm.fingerprint != space.model_fingerprint or ids_sha256(self.prefix) != space.prefix_sha256:
-            raise CagError(f"{self.spec.model} here is {self.lm.fingerprint[:12]}, on the driver "
-                           f"{space.model_fingerprint[:12]}: give every node the same model files (convert "
-                           "packaged models on each node, or share $CAG_HOME).")
-
-    def _open_store(self) -> Store:
-        try:
-            return Store.open(self.spec.store, catalog=False)
-        except CagError as exc:
-            raise CagError(f"the store folder {self.spec.store} is not usable here ({exc}): put the store on "
-                           "a file system every node mounts at the same path.") from exc
-
-    def problem(self) -> str | None:
-        """Why this worker cannot prefill (None: it is ready)."""
-        return self._problem
+        self.refuse_other_model(space.model_fingerprint)
+        if ids_sha256(self.layout.prefix_ids) != space.prefix_sha256:
+            raise CagError(f"{self.spec.model} here reads another prompt prefix than on the driver: give every node "
+                           "the same model files.")
 
     def prefill(self, items: list) -> list:
         """Prefill (text, document label, chunk index) items as one batch, as the local ingest does,
         and write their caches; [(text sha256, tokens)]."""
-        if self._problem:
-            raise CagError(self._problem)
+        self.ready()
         texts, docs, indices = (list(column) for column in zip(*items))
-        caches = prefill_chunks(self.lm, texts, self.prefix, batch_size=self.spec.batch_size,
+        caches = prefill_chunks(self.lm, texts, self.layout.prefix_ids, batch_size=self.spec.batch_size,
                                 doc_ids=docs, chunk_indices=indices)
         done = []
         for cache in caches:

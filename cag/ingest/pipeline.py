@@ -30,7 +30,7 @@ from cag.models.fingerprint import sha256_hex
 from cag.progress import Progress
 from cag.prompt import prompt_layout
 from cag.store.catalog import NewChunk, doc_label
-from cag.store.spaces import CacheSpace
+from cag.store.spaces import CacheSpace, Role
 from cag.store.store import Store, StoreConfig, check_faiss_factory, store_folder
 from cag.retrieval import load_embedder
 from cag.settings import check_at_least, comma_list, setting
@@ -112,10 +112,10 @@ class ModelSpace:
     space: CacheSpace
 
 
-def model_space(lm, role: str) -> ModelSpace:
+def model_space(lm, role: Role) -> ModelSpace:
     prefix = prompt_layout(lm.tokenizer).prefix_ids
     return ModelSpace(lm, prefix, CacheSpace(lm.name, lm.fingerprint, ids_sha256(prefix), role,
-                                             generator=lm.name if role == "native" else ""))
+                                             generator=lm.name if role is Role.NATIVE else ""))
 
 
 @dataclass
@@ -213,8 +213,8 @@ def ingest_spaces(encoder, also: list, options: IngestOptions) -> list[ModelSpac
     also-for model is the encoder) and each other also-for model's native one."""
     # an also-for model that is the encoder reads the encoder's own caches (one space)
     own = [lm for lm in also if lm.fingerprint != encoder.fingerprint]
-    spaces = [model_space(encoder, "encoder")] if options.encoder_caches or len(own) < len(also) else []
-    return spaces + [model_space(lm, "native") for lm in own]
+    spaces = [model_space(encoder, Role.ENCODER)] if options.encoder_caches or len(own) < len(also) else []
+    return spaces + [model_space(lm, Role.NATIVE) for lm in own]
 
 
 def check_existing_store(store_dir, options: IngestOptions) -> None:

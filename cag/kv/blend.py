@@ -25,7 +25,7 @@ import torch
 from cag.defaults import DEFAULT_BLEND_SELECT
 from cag.errors import CagError
 from cag.kv.assemble import AssembledContext
-from cag.kv.geometry import require_every_position
+from cag.models.geometry import require_every_position
 from cag.models.layers import attention_modules
 
 QUERY_TOKENS = 4  # selection "query": the attention of the prompt's last tokens (upper half of the layers)

@@ -8,7 +8,7 @@ import torch
 from transformers import DynamicCache
 
 from cag.kv.assemble import AssembledContext, check_positions
-from cag.kv.geometry import keeps_every_position
+from cag.models.geometry import keeps_every_position
 
 _END_TOKENS = ("<|im_end|>", "<|endoftext|>", "<end_of_turn>", "<|eot_id|>", "<|end|>", "</s>")
 

@@ -10,7 +10,7 @@ Its inverse, exact also when cos/sin carry an attention scaling s (cos^2 + sin^2
 
 import torch
 
-from cag.kv.geometry import KVGeometry
+from cag.models.geometry import KVGeometry
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:

@@ -34,7 +34,6 @@ CACHE_DTYPE_HELP = ("Storage of chunk caches: fp16, bf16, fp32, or int8 / int4 /
                     "per-group ranges, KIVI-style: keys per channel, values per token; 0.52 / 0.27 / 0.24 of fp16's "
                     "bytes; int4k-int3v: int4 keys over 128 tokens, int3 values over 64 channels after a Hadamard "
                     "rotation). Translations made from a store below 8 bits are kept in int8.")
-_DTYPE_NAMES = {v: k for k, v in STORAGE_DTYPES.items()}
 
 
 def _digest(tensors: dict, meta: dict) -> str:
@@ -104,7 +103,7 @@ def _dequantize_layers(tensors: dict, info: ChunkMeta, scheme, meta: dict) -> tu
 
     keys = [layer("k", i, scheme.key_bits, "channel", key_group).half() for i in range(info.num_layers)]
     values = [layer("v", i, scheme.value_bits, "token", value_group) for i in range(info.num_layers)]
-    if meta.get("cag.value_rotation", "none") == "hadamard":
+    if meta.get("cag.value_rotation") == "hadamard":
         rotation = hadamard(info.head_dim)  # symmetric and orthonormal: its own inverse
         values = [v @ rotation for v in values]
     return keys, [v.half() for v in values]
@@ -179,7 +178,3 @@ def load_chunk_cache(path: Path) -> ChunkCache:
         values = [tensors[f"v.{i}"] for i in range(info.num_layers)]
     return ChunkCache(keys, values, tensors["token_ids"], tensors["offsets"], info,
                       meta.get("cag.text", ""))
-
-
-def storage_dtype_name(dtype: torch.dtype) -> str:
-    return _DTYPE_NAMES[dtype]

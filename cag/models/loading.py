@@ -50,7 +50,7 @@ class LoadedModel:
     @property
     def geometry(self):
         if self._geometry is None:
-            from cag.kv.geometry import geometry_of
+            from cag.models.geometry import geometry_of
             self._geometry = geometry_of(self.model.config)
         return self._geometry
 

@@ -27,16 +27,8 @@ class NotFoundError(HttpError):
     status = 404
 
 
-class UnauthorizedError(HttpError):
-    status = 401
-
-
 class ForbiddenPathError(HttpError):
     status = 403
-
-
-class BodyTooLargeError(HttpError):
-    status = 413
 
 
 def status_of(exc: BaseException) -> int:

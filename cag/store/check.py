@@ -19,7 +19,7 @@ from cag.kv.serde import load_chunk_cache
 from cag.progress import Progress
 from cag.store.catalog import Catalog, doc_label
 from cag.store.index_file import read_index
-from cag.store.spaces import CacheSpace, walk_caches
+from cag.store.spaces import CacheSpace, Role, walk_caches
 from cag.store.store import Store
 
 log = logging.getLogger(__name__)
@@ -161,7 +161,7 @@ def _check_caches(store: Store, texts: dict | None, recorded: dict, report: Chec
     if texts is None:
         return
     for key, space in spaces.items():
-        if space.role == "translated":  # made on demand: a missing translation is not a problem
+        if space.role is Role.TRANSLATED:  # made on demand: a missing translation is not a problem
             continue
         cached = {c.doc_path for file_key in found[key] if file_key in keys[key] for c in texts[keys[key][file_key]]}
         expected = lambda doc: key in recorded[doc] if doc in recorded else doc in cached  # noqa: E731

@@ -9,6 +9,7 @@ it is reported and never deleted. `caches/` itself may be a symlink to a folder 
 to a bigger disk): it is walked as the caches' root, and nothing below it is followed.
 """
 
+import enum
 import hashlib
 import os
 import re
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cag.kv.chunk_cache import FORMAT_VERSION, ids_sha256
+from cag.translations import TranslationId
 
 _SPACE_DIR = re.compile(r"^[0-9a-f]{16}$")
 _SHARD_DIR = re.compile(r"^[0-9a-f]{2}$")
@@ -24,29 +26,45 @@ _CACHE_FILE = re.compile(r"^([0-9a-f]{64})\.safetensors$")
 _TEMP_FILE = re.compile(r"^\.tmp-(model\.json|[0-9a-f]{64}\.safetensors)\..+$")
 
 
+class Role(enum.StrEnum):
+    """Whose caches a space holds."""
+
+    ENCODER = "encoder"  # the store's encoder's (what translators read)
+    NATIVE = "native"  # a generator's own (`cag ingest --also-for`)
+    TRANSLATED = "translated"  # a generator's, made from the encoder's by a translator
+
+
 @dataclass(frozen=True)
 class CacheSpace:
     """Where one model's chunk caches (prefilled after one native prefix) live in a store."""
 
-    model_name: str  # for display: a translated space is named "GEN <- SOURCE (KIND)"
+    model_name: str  # for display: a translated space is named by its TranslationId
     model_fingerprint: str  # a translated space: sha256(translator fingerprint | generator fingerprint)
     prefix_sha256: str
-    role: str  # "encoder", "native" or "translated" (the generator's, made by a translator)
+    role: Role
     generator: str = ""  # the model that reads these caches ("" for the encoder's)
     source: str = ""  # translated: the model whose caches were translated
-    kind: str = ""  # translated: the translator kind (mot, single, ridge)
+    kind: str = ""  # translated: the translator kind (cag.translations.TranslatorKind)
+
+    def __post_init__(self):
+        object.__setattr__(self, "role", Role(self.role))  # a role's name is accepted (model.json)
 
     @classmethod
     def from_json(cls, data: dict) -> "CacheSpace":
         """Read a space's model.json; those written before the generator/source/kind fields get
-        them from the display name they were folded into ("GEN <- SOURCE (KIND)")."""
+        them from the display name they were folded into (then "GEN <- SOURCE (KIND)")."""
         if "generator" not in data:
-            name, role = data["model_name"], data["role"]
+            name, role = data["model_name"], Role(data["role"])
             generator, _, rest = name.partition(" <- ")
             source, _, kind = rest.rstrip(")").rpartition(" (")
-            data = {**data, "generator": "" if role == "encoder" else generator,
-                    **({"source": source, "kind": kind} if role == "translated" else {})}
+            data = {**data, "generator": "" if role is Role.ENCODER else generator,
+                    **({"source": source, "kind": kind} if role is Role.TRANSLATED else {})}
         return cls(**data)
+
+    @property
+    def translation(self) -> TranslationId | None:
+        """What a translated space holds: the encoder's caches translated for its generator."""
+        return TranslationId(self.source, self.generator, self.kind) if self.role is Role.TRANSLATED else None
 
     @property
     def key(self) -> str:
@@ -64,7 +82,7 @@ class CacheSpace:
             return "it holds another text"
         if (meta.prefix_sha256 or ids_sha256(())) != self.prefix_sha256:
             return "it was prefilled after another prefix"
-        if self.role != "translated" and meta.model_fingerprint != self.model_fingerprint:
+        if self.role is not Role.TRANSLATED and meta.model_fingerprint != self.model_fingerprint:
             return f"it was prefilled by {meta.model_name} ({meta.model_fingerprint[:12]})"
         return None
 

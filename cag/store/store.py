@@ -29,7 +29,7 @@ from cag.kv.chunk_cache import ChunkCache
 from cag.kv.serde import DEFAULT_CACHE_DTYPE, load_chunk_cache
 from cag.store.catalog import Catalog
 from cag.store.index_file import load_index, save_index
-from cag.store.spaces import CacheSpace, files_bytes, space_descriptions, walk_caches
+from cag.store.spaces import CacheSpace, Role, files_bytes, space_descriptions, walk_caches
 from indexes.factory import AUTO, check_factory, resolve
 from indexes.faiss_index import IndexSetupError, VectorIndex
 
@@ -214,7 +214,7 @@ class Store:
     def remake_command(self, space: CacheSpace, paths: list[str]) -> str:
         """The command that re-creates the caches of `paths`' chunks in `space` (a native space's
         with --also-for its generator; a translated space's are re-made by the next ask anyway)."""
-        also = f" --also-for {space.generator or space.model_name}" if space.role == "native" else ""
+        also = f" --also-for {space.generator or space.model_name}" if space.role is Role.NATIVE else ""
         return f"cag ingest {' '.join(paths)}{also} --store {self.folder}"
 
     def native_space(self, fingerprint: str, prefix_sha256: str) -> CacheSpace | None:

@@ -78,7 +78,8 @@ def test_a_worker_that_cannot_start_says_why(tiny_models, tmp_path):
     from cag.distributed.prefill import PrefillSpec, PrefillWorker
     from cag.ingest.pipeline import model_space
     from cag.models.loading import model_identity
-    space = model_space(model_identity(tiny_models["encoder"]), "encoder").space
+    from cag.store.spaces import Role
+    space = model_space(model_identity(tiny_models["encoder"]), Role.ENCODER).space
     spec = PrefillSpec(tiny_models["encoder"], "fp32", "cpu", 1, str(tmp_path / "nowhere"), space, 2)
     assert "nowhere is not usable here" in PrefillWorker(spec).problem()
     assert "on the driver" in PrefillWorker(replace(spec, model=tiny_models["generator"])).problem()

@@ -3,7 +3,7 @@
 import pytest
 
 from cag.errors import CagError
-from cag.kv.geometry import geometry_of
+from cag.models.geometry import geometry_of
 from cag.testing import tiny_config
 
 
