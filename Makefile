@@ -33,7 +33,7 @@ test: setup
 # real models; the translators that left translators/ are put into the tests' own home from git
 # history (a shallow clone: `CAG_HOME=$$CAG_HOME_SLOW make translators-extra RETRAIN=1` first)
 test-slow: setup
-	$(VENV)/bin/python -m pytest -q -m slow -s
+	$(VENV)/bin/python -m pytest -q -m slow -s -n 0
 
 # the lab's own tests (experiments/: probes and drivers; not in the default run)
 test-lab: setup

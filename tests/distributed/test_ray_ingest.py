@@ -17,6 +17,8 @@ from cag.ingest.pipeline import IngestOptions, ingest
 from cag.kv.serde import load_chunk_cache
 from cag.store import Store
 
+pytestmark = pytest.mark.xdist_group("ray")  # one local Ray cluster at a time (make test runs two workers)
+
 QUESTIONS = ["How long can the European lobster grow?", "How tall is Mount Elbert?", "When did Beatriz form?"]
 
 

@@ -3,11 +3,14 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from cag.distributed.options import RayOptions
 from eval.ray_eval import run_eval_on_ray
 from eval.runner import EvalConfig, run_eval
 
 SQUAD5 = Path(__file__).parent / "squad5.jsonl"
+pytestmark = pytest.mark.xdist_group("ray")  # one local Ray cluster at a time (make test runs two workers)
 
 
 def config(tiny_models, out, **extra):
