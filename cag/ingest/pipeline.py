@@ -29,7 +29,7 @@ from cag.models.loading import check_dtype, device_setting, dtype_setting
 from cag.models.fingerprint import sha256_hex
 from cag.progress import Progress
 from cag.prompt import prompt_layout
-from cag.store.catalog import NewChunk, doc_label
+from cag.store.catalog import ChunkRow, NewChunk, doc_label
 from cag.store.spaces import CacheSpace, Role
 from cag.store.store import Store, StoreConfig, check_faiss_factory, store_folder
 from cag.retrieval import load_embedder
@@ -304,8 +304,9 @@ def commit_file(store: Store, plan: FilePlan, embedder: Embedder, encoder_tokeni
     vectors = iter(embed_plan(embedder, plan) if vectors is None else vectors)
     count_tokens = lambda text: len(encoder_tokenizer.encode(text, add_special_tokens=False))  # noqa: E731
     rows = [(doc.locator, len(doc.text), [
-        NewChunk(c.idx, c.text, c.char_start, c.char_end, sha256_hex(c.text.encode()),
-                 count_tokens(c.text), next(vectors)) for c in chunks]) for doc, chunks in plan.chunked]
+        NewChunk(ChunkRow(0, str(plan.path), doc.locator, c.idx, c.text, c.char_start, c.char_end,
+                          sha256_hex(c.text.encode()), count_tokens(c.text)), next(vectors))
+        for c in chunks]) for doc, chunks in plan.chunked]
     fault_point("before_commit")
     store.catalog.replace_file(str(plan.path), plan.sha256, rows, plan.spaces)
     fault_point("after_commit")

@@ -39,11 +39,13 @@ def check_positions(geometry, length: int, what: str = "context") -> None:
 
 
 def check_chunk_matches(lm, chunk: ChunkCache) -> None:
+    """A chunk cache is assembled only for the model that prefilled it (another's is translated)."""
     meta = chunk.meta
-    if meta.model_fingerprint != lm.fingerprint:
-        raise CagError(f"Chunk cache {meta.doc_id or '?'}#{meta.chunk_index} was prefilled by "
-                       f"{meta.model_name} (fingerprint {meta.model_fingerprint[:12]}), not by "
-                       f"{lm.name} ({lm.fingerprint[:12]}): translate it or prefill it natively.")
+    if meta.model_fingerprint == lm.fingerprint:
+        return
+    where = f"{meta.doc_id or '?'}#{meta.chunk_index}"
+    raise CagError(f"Chunk cache {where} was prefilled by {meta.model_name} (fingerprint {meta.model_fingerprint[:12]}), "
+                   f"not by {lm.name} ({lm.fingerprint[:12]}): translate it or prefill it natively.")
 
 
 @torch.no_grad()

@@ -28,10 +28,10 @@ class DirectMode(ContextMode):
 
 
 class NoContextMode(DirectMode):
-    name = "none"
-    reads = Reads.NOTHING
+    """`direct` with no text: the question alone."""
+
+    name, reads, computes = "none", Reads.NOTHING, "the question"
     help = "the question alone (the floor)"
-    computes = "the question"
 
     def texts(self, request: ContextRequest) -> list[str]:
         return []

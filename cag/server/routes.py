@@ -41,8 +41,8 @@ def router(server: CagServer) -> APIRouter:
 
     @r.post("/v1/ask")
     async def ask(body: AskBody):
-        request = AskRequest(body.question, body.model or server.config.default_model, body.mode, body.top_k,
-                             body.max_new_tokens, body.blend)
+        request = AskRequest(body.question, server.ask_options(body.model or server.config.default_model, body.mode,
+                                                               body.top_k, body.max_new_tokens, body.blend))
         if not body.stream:
             return (await run_in_threadpool(server.ask, request)).result.to_dict()
         server.check_ask(request)
@@ -53,7 +53,8 @@ def router(server: CagServer) -> APIRouter:
     async def chat_completions(body: ChatBody):
         question, notes = question_of(body.messages)
         max_new = body.max_completion_tokens or body.max_tokens or DEFAULT_NEW_TOKENS
-        request = AskRequest(question, body.model, body.cag.mode, body.cag.top_k, max_new, body.cag.blend)
+        request = AskRequest(question, server.ask_options(body.model, body.cag.mode, body.cag.top_k, max_new,
+                                                          body.cag.blend))
         if not body.stream:
             return completion(await run_in_threadpool(server.ask, request), body.model, max_new, notes)
         server.check_ask(request)

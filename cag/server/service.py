@@ -8,8 +8,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from cag.ask import AskOptions, AskResult, ask, check_question
-from cag.defaults import DEFAULT_BLEND, DEFAULT_MAX_NEW_TOKENS, DEFAULT_TOP_K
-from cag.modes.registry import AUTO
 from cag.ingest.pipeline import IngestOptions, IngestReport, ingest
 from cag.prompt import prompt_layout
 from cag.retrieval import load_embedder
@@ -28,17 +26,10 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class AskRequest:
-    question: str
-    model: str
-    mode: str = AUTO
-    top_k: int = DEFAULT_TOP_K
-    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
-    blend: float = DEFAULT_BLEND  # blend modes: share of context tokens recomputed
+    """One question and how to answer it (checked when made: an unknown mode or a bad share is refused)."""
 
-    def options(self, min_retention: float) -> AskOptions:
-        """The ask's settings (checked: an unknown mode or a bad share is refused here)."""
-        return AskOptions(model=self.model, mode=self.mode, top_k=self.top_k, max_new_tokens=self.max_new_tokens,
-                          blend=self.blend, min_retention=min_retention)
+    question: str
+    options: AskOptions
 
 
 @dataclass
@@ -77,14 +68,19 @@ class CagServer:
         self.pool.close()
 
     # ---- questions -------------------------------------------------------------------------
+    def ask_options(self, model: str, mode: str, top_k: int, max_new_tokens: int, blend: float) -> AskOptions:
+        """A request's ask settings, with this server's quality gate for --mode auto."""
+        return AskOptions(model=model, mode=mode, top_k=top_k, max_new_tokens=max_new_tokens, blend=blend,
+                          min_retention=self.config.min_retention)
+
     def check_ask(self, request: AskRequest) -> None:
         """Refuse a bad request before it waits in a queue."""
         check_question(request.question)
-        request.options(self.config.min_retention)
-        self.pool.check_model(request.model)
-        if request.top_k > self.config.max_top_k:
-            raise HttpError(f"top_k {request.top_k} is over this server's limit of {self.config.max_top_k}.")
-        self.check_new_tokens(request.max_new_tokens)
+        options = request.options
+        self.pool.check_model(options.model)
+        if options.top_k > self.config.max_top_k:
+            raise HttpError(f"top_k {options.top_k} is over this server's limit of {self.config.max_top_k}.")
+        self.check_new_tokens(options.max_new_tokens)
 
     def check_new_tokens(self, n: int) -> None:
         if not 1 <= n <= self.config.max_new_tokens:
@@ -95,14 +91,14 @@ class CagServer:
 
         def job(context):
             with self.gate.reading():
-                result = ask(request.question, options=request.options(self.config.min_retention),
-                             on_token=on_token, lm=context.lm, retriever=context.retriever)
+                result = ask(request.question, options=request.options, on_token=on_token, lm=context.lm,
+                             retriever=context.retriever)
             tokenizer = context.lm.tokenizer
             layout = prompt_layout(tokenizer)
             prompt = len(layout.prefix_ids) + result.context_tokens + len(layout.question_ids(tokenizer, request.question))
             return result, prompt, len(result.answer_ids)
 
-        ran = self.pool.run(request.model, job)
+        ran = self.pool.run(request.options.model, job)
         result, prompt, completion = ran.value
         result.timings_ms["queue"] = round(ran.queue_ms, 1)
         self.metrics.answer(result.mode, result.model, result.timings_ms["ttft"], ran.queue_ms)

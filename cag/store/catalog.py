@@ -96,12 +96,9 @@ class ChunkRow:
 
 @dataclass(frozen=True)
 class NewChunk:
-    idx: int
-    text: str
-    char_start: int
-    char_end: int
-    text_sha256: str
-    n_tokens: int
+    """A chunk row to write (its id and document are the catalog's to give) and its embedding."""
+
+    row: ChunkRow
     embedding: np.ndarray  # (dim,) float32
 
 
@@ -212,8 +209,8 @@ class Catalog:
                     "INSERT INTO documents (path, locator, file_sha256, n_chars, n_chunks) VALUES (?, ?, ?, ?, ?)",
                     (path, locator, file_sha256, n_chars, len(chunks))).lastrowid
                 place, rows = RowPlace(path, locator, len(chunks)), []
-                for c in chunks:
-                    embedding = np.asarray(c.embedding, dtype=np.float32).tobytes()
+                for new in chunks:
+                    c, embedding = new.row, np.asarray(new.embedding, dtype=np.float32).tobytes()
                     rows.append((doc_id, c.idx, c.text, c.char_start, c.char_end, c.text_sha256, c.n_tokens,
                                  embedding, row_digest(CURRENT, place, c.idx, c.char_start, c.char_end,
                                                        c.n_tokens, c.text_sha256, embedding), CURRENT))
