@@ -235,7 +235,8 @@ def _copy_intact(new: Catalog, documents: list, chunks: list, complete: bool) ->
                 row = ChunkRow(0, doc_path, locator, idx, text, start, end, text_sha, n_tokens)
                 intact &= row_problem(row, embedding, stored, version, n_chunks) is None
                 new_chunks.append(NewChunk(row, np.frombuffer(embedding, dtype=np.float32)))
-            intact &= [c.row.idx for c in new_chunks] == list(range(n_chunks if n_chunks is not None else len(new_chunks)))
+            expected = n_chunks if n_chunks is not None else len(new_chunks)
+            intact &= [c.row.idx for c in new_chunks] == list(range(expected))
             rows.append((locator, n_chars, new_chunks))
         if intact and (complete or not Path(doc_path).is_file()):
             new.replace_file(doc_path, docs[0][2], rows)

@@ -12,7 +12,8 @@ from eval.runner import EvalConfig
 @handle_errors
 @with_config(EvalConfig, ("dataset", "task", "model", "encoder", "modes", "window", "blend", "limit", "seed",
                           "top_k", "context_budget", "max_new_tokens", "option_score", "dtype", "device",
-                          "skip_missing", "out", "reuse_caches", "cache_dtype", "keep_translated"))
+                          "corpus", "distractors", "skip_missing", "out", "reuse_caches", "cache_dtype",
+                          "keep_translated"))
 def eval_command(
     ray: RayOption = None,
     ray_workers: RayWorkersOption = None,

@@ -75,16 +75,18 @@ def run_eval_on_ray(config: EvalConfig, ray_options: RayOptions = RayOptions(), 
 
 
 def _answer(work: list, spec: EvalSpec, plan, predictions, progress: Progress) -> None:
-    """Every (example, rows, modes) of `work` answered by the workers, written as results come."""
+    """Every WorkItem of `work` answered by the workers, written as results come (with what the
+    driver's retrieval recorded)."""
     dispatcher = Dispatcher()
+    retrieval = {item.example["id"]: item.retrieval for item in work}
     try:
         dispatcher.add_pool(POOL, start_actors(EvalWorker, plan, spec))
-        for example, rows, todo in work:
-            dispatcher.submit(POOL, "answer", example, rows, todo)
+        for item in work:
+            dispatcher.submit(POOL, "answer", item.example, item.rows, item.todo)
         with open(predictions, "a", encoding="utf-8") as out:
             while (result := dispatcher.next_result()) is not None:
                 for record in result[1]:
-                    append_record(out, record)
+                    append_record(out, {**record, **retrieval[record["id"]]})
                     progress.advance(EXAMPLES_TASK)
     finally:
         dispatcher.stop()

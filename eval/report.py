@@ -100,11 +100,12 @@ def write_report(run: Path, task: str, modes: tuple, ids: list, store, lm, confi
     metrics = {"task": task, "model": lm.name, "encoder": config.encoder, "examples": len(ids),
                "dtype": config.dtype,
                "option_score": config.option_score if task == "multiple_choice" else None,
-               "setting": (f"all paragraphs up to {config.context_budget} encoder tokens"
-                           if config.context_budget else f"retrieval top-{config.top_k}")
-               if task == "multi_doc" else "the example's own passage",
+               "setting": _setting(task, config),
                "encoder_cache_bytes_per_token": per_token.get("encoder_caches"),
                "modes": summarize(task, modes, records, per_token)}
+    retrieval = retrieval_summary(records, config.top_k)
+    if retrieval:
+        metrics["retrieval"] = retrieval
     differences = paired_differences(modes, records)
     if differences:
         metrics["paired_differences"] = differences
@@ -114,6 +115,29 @@ def write_report(run: Path, task: str, modes: tuple, ids: list, store, lm, confi
     return metrics
 
 
+def _setting(task: str, config) -> str:
+    if getattr(config, "corpus", "per-question") == "shared":
+        return (f"retrieval top-{config.top_k} from one store of every passage of the dataset"
+                + (f" and the documents of {config.distractors}" if config.distractors else ""))
+    if task != "multi_doc":
+        return "the example's own passage"
+    if config.context_budget:
+        return f"all paragraphs up to {config.context_budget} encoder tokens"
+    return f"retrieval top-{config.top_k} of the example's own paragraphs"
+
+
+def retrieval_summary(records: dict, top_k: int) -> dict | None:
+    """recall@k (all of a question's gold passages among its retrieved chunks) and any@k, over the
+    questions whose predictions recorded them (the same retrieval feeds every mode: the first mode's)."""
+    rows = next((rs for rs in records.values() if rs and "gold_all" in rs[0]), None)
+    if not rows:
+        return None
+    return {"k": top_k, "questions": len(rows),
+            "recall_at_k": round(statistics.fmean(r["gold_all"] for r in rows), 3),
+            "any_at_k": round(statistics.fmean(r["gold_any"] for r in rows), 3),
+            "passages_read_mean": round(statistics.fmean(len(r["retrieved"]) for r in rows), 2)}
+
+
 def _markdown(metrics: dict, config) -> str:
     score = "f1" if metrics["task"] in GENERATIVE else "accuracy"
     lines = [f"# cag eval: {Path(config.dataset).name} ({metrics['task']})", "",
@@ -121,6 +145,10 @@ def _markdown(metrics: dict, config) -> str:
              f"seed {config.seed}; context: {metrics['setting']}; generator dtype {metrics['dtype']}."]
     if metrics["option_score"]:
         lines.append(f"Options are scored by the {metrics['option_score']} log-likelihood of their tokens.")
+    if metrics.get("retrieval"):
+        r = metrics["retrieval"]
+        lines.append(f"Retrieval: the gold passages among the top {r['k']} chunks for {r['recall_at_k']} of "
+                     f"{r['questions']} questions (recall@{r['k']}); at least one for {r['any_at_k']}.")
     head = f"| mode | n | {score} |" + (" em |" if score == "f1" else "") + \
         " retention [95% CI] | TTFT mean / median ms | context tokens | bytes stored / token |"
     lines += ["", head, "|" + "---|" * (head.count("|") - 1)]

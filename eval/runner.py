@@ -11,8 +11,6 @@ import os
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-import numpy as np
-
 from cag.atomic import atomic_write_text
 from cag.defaults import (DEFAULT_BLEND, DEFAULT_BLEND_SELECT, DEFAULT_EMBEDDER, DEFAULT_ENCODER, DEFAULT_GENERATOR,
                           DEFAULT_TOP_K)
@@ -26,10 +24,11 @@ from cag.models.loading import check_dtype, device_setting, dtype_setting, resol
 from cag.modes import REFERENCE, ModeOptions, Reads, get_mode, mode_names
 from cag.progress import Progress
 from cag.prompt import prompt_layout
-from cag.retrieval import load_embedder
+from cag.retrieval import Retriever
 from cag.settings import check_at_least, comma_list, layer_span, setting
 from cag.store import Store
 from cag.translations import TranslationId
+from eval.corpus import CORPORA, PER_QUESTION, SHARED, collect, ranked_own, retrieval_record, retrieved
 from eval.datasets import PRESETS, TASKS, load_examples, resolve_dataset, sample
 from eval.report import write_report
 from eval.scoring import OPTION_SCORES, evaluate_example
@@ -90,6 +89,11 @@ class EvalConfig:
                                     "translator for gemma3-270m, 4.6 GB for qwen2.5-coder-0.5b).")
     cache_dtype: str = setting(DEFAULT_CACHE_DTYPE, "Storage of the run's chunk caches: "
                                f"{', '.join(CACHE_DTYPES)} (part of the run's identity).")
+    corpus: str = setting(PER_QUESTION, "per-question: each example reads its own passages; shared: one store of "
+                          "every passage of the dataset (and --distractors), each question retrieving its --top-k "
+                          "chunks from all of it, with recall@k of its gold passages reported.")
+    distractors: str | None = setting(None, "shared: a folder of more documents ingested into the store beside the "
+                                      "dataset's passages.", cli_type=Path | None, parse=_optional_str)
 
     def __post_init__(self):
         unknown = [m for m in self.modes if m not in mode_names()]
@@ -107,6 +111,10 @@ class EvalConfig:
         check_dtype(self.dtype)  # a bad dtype fails before any model work (run_eval resolves "auto")
         check_cache_dtype(self.cache_dtype)
         check_blend_options(self.blend, self.blend_select)
+        if self.corpus not in CORPORA:
+            raise CagError(f"--corpus must be {' or '.join(CORPORA)}, not {self.corpus!r}.")
+        if self.distractors and (self.corpus != SHARED or not Path(self.distractors).is_dir()):
+            raise CagError(f"--distractors {self.distractors}: a folder, read with --corpus shared only.")
 
 
 def check_translators(config: EvalConfig, modes: tuple) -> tuple:
@@ -145,7 +153,8 @@ def _skipped(config: EvalConfig, mode: str, reason: str | None) -> bool:
 
 def default_run_dir(config: EvalConfig, path: Path, task: str) -> Path:
     model = "".join(c if c.isalnum() or c in ".-" else "_" for c in Path(config.model).name)
-    setting = f"-budget{config.context_budget}" if config.context_budget else ""
+    setting = (f"-budget{config.context_budget}" if config.context_budget else "") + \
+        ("-shared" if config.corpus == SHARED else "")
     return Path("runs") / f"eval-{path.parent.name}-{path.stem}-{task}-{model}-n{config.limit or 'all'}-s{config.seed}{setting}"
 
 
@@ -159,12 +168,24 @@ def run_eval(config: EvalConfig, progress: Progress | None = None) -> Path:
     layout, options = prompt_layout(lm.tokenizer), mode_options(config)
     work = run.work(progress)
     with open(run.folder / "predictions.jsonl", "a", encoding="utf-8") as out:
-        for example, rows, todo in work:
-            for mode in todo:
-                append_record(out, evaluate_example(run.task, mode, example, rows, run.store, lm, layout,
-                                                    config.max_new_tokens, config.option_score, options))
+        for item in work:
+            for mode in item.todo:
+                record = evaluate_example(run.task, mode, item.example, item.rows, run.store, lm, layout,
+                                          config.max_new_tokens, config.option_score, options)
+                append_record(out, {**record, **item.retrieval})
                 progress.advance(EXAMPLES_TASK)
     return finish_run(run, lm)
+
+
+@dataclass
+class WorkItem:
+    """An example to answer: its chunk rows in assembly order, the modes not yet answered, and what
+    its predictions record of the retrieval (the passages read; whether its gold ones were)."""
+
+    example: dict
+    rows: list
+    todo: list
+    retrieval: dict
 
 
 @dataclass
@@ -178,23 +199,30 @@ class PreparedRun:
     reported: tuple  # every mode the folder holds (the report covers them all)
     examples: list
     store: Store
-    locators: list  # per example: (passages file, its records' locators)
+    contexts: str  # the passages file (its path, as the catalog names it)
+    passages: object  # eval.corpus.Passages: per example its passages' and its gold's locators
 
     def work(self, progress: Progress) -> list:
-        """[(example, chunk rows in assembly order, modes not yet answered)] for the examples with
-        modes to answer (a torn last prediction is dropped first); the examples x modes task
-        started, the pairs already answered counted."""
+        """[WorkItem] for the examples with modes to answer (a torn last prediction is dropped
+        first); the examples x modes task started, the pairs already answered counted."""
         config = self.config
-        embedder = (load_embedder(config.embedder) if self.task == "multi_doc" and not config.context_budget
-                    else None)
+        shared = config.corpus == SHARED
+        ranks = shared or (self.task == "multi_doc" and not config.context_budget)
+        retriever = Retriever(self.store) if ranks else None
         done = _done_keys(self.folder / "predictions.jsonl")
         progress.start(EXAMPLES_TASK, len(self.examples) * len(self.modes))
         work = []
-        for example, locs in zip(self.examples, self.locators):
+        for example, own, gold in zip(self.examples, self.passages.own, self.passages.gold):
             todo = [m for m in self.modes if (example["id"], m) not in done]
             progress.advance(EXAMPLES_TASK, len(self.modes) - len(todo))
-            if todo:
-                work.append((example, context_rows(self.store, locs, example, config, embedder), todo))
+            if not todo:
+                continue
+            if shared:
+                rows = retrieved(retriever, example["question"], config.top_k)
+            else:
+                rows = context_rows(self.store, (self.contexts, own), example, config,
+                                    retriever.embedder if retriever else None)
+            work.append(WorkItem(example, rows, todo, retrieval_record(rows, gold) if ranks else {}))
         return work
 
 
@@ -206,14 +234,16 @@ def prepare_run(config: EvalConfig, progress: Progress, ingest_fn=ingest, check_
     modes = tuple(config.modes)
     if _reading(modes, Reads.ENCODER):  # fail before any model work when a translator is missing
         modes = check_translators(check_config or config, modes)
-    examples = sample(load_examples(path, task), task, config.limit, config.seed)
+    everything = load_examples(path, task)
+    examples = sample(everything, task, config.limit, config.seed)
     run = Path(config.out) if config.out else default_run_dir(config, path, task)
     # the report covers every mode the folder holds, also those of earlier runs with other --modes
     # through JSON: the saved config holds lists where the config holds tuples
     saved = json.loads(json.dumps({**asdict(config), "task": task, "dataset_path": str(path), "modes": list(modes)}))
     reported = _start_or_resume(run, saved)
-    store, locators = build_store(run, config, task, examples, modes, _PrefillOnly(progress), ingest_fn)
-    return PreparedRun(config, run, task, modes, reported, examples, store, locators)
+    passages = collect(examples, task, config.corpus, everything)
+    store, contexts = build_store(run, config, passages, modes, _PrefillOnly(progress), ingest_fn)
+    return PreparedRun(config, run, task, modes, reported, examples, store, contexts, passages)
 
 
 def mode_options(config: EvalConfig) -> ModeOptions:
@@ -244,7 +274,8 @@ def _start_or_resume(run: Path, config: dict) -> tuple:
     if path.is_file():
         # keys added since a run started take the value it ran with (runs before --dtype were fp32)
         previous = {"dtype": "fp32", "blend": DEFAULT_BLEND, "blend_select": "deviation", "cache_dtype": "fp16",
-                    "reuse_caches": [], "keep_translated": True, **json.loads(path.read_text())}
+                    "reuse_caches": [], "keep_translated": True, "corpus": PER_QUESTION, "distractors": None,
+                    **json.loads(path.read_text())}
         # keys removed since (the scaled modes' context_scale) no longer shape any answer
         previous = {k: v for k, v in previous.items() if k in config}
         if previous == config:
@@ -329,15 +360,10 @@ class _PrefillOnly(Progress):
             self.progress.advance(PASSAGES_TASK, n, **info)
 
 
-def build_store(run: Path, config: EvalConfig, task: str, examples: list, modes: tuple,
-                 progress: Progress, ingest_fn=ingest):
-    """Ingest every example's passages (the real ingest path); locators per example."""
-    records, locators = [], []
-    for ex in examples:
-        texts = ([f"{d.get('title', '')}\n{d['text']}".strip() for d in ex["documents"]]
-                 if task == "multi_doc" else [ex["context"]] if ex["context"].strip() else [])
-        locators.append([f"L{len(records) + i + 1}" for i in range(len(texts))])
-        records.extend({"text": t} for t in texts)
+def build_store(run: Path, config: EvalConfig, passages, modes: tuple, progress: Progress, ingest_fn=ingest):
+    """Ingest the run's passages (eval.corpus.Passages), and the distractors of a shared corpus,
+    through the real ingest path; the store and the passages file's path."""
+    records = passages.records
     contexts = run / "contexts" / "passages.jsonl"
     body = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
     if not contexts.is_file() or contexts.read_text(encoding="utf-8") != body:
@@ -354,11 +380,12 @@ def build_store(run: Path, config: EvalConfig, task: str, examples: list, modes:
                             encoder_caches=_reading(modes, Reads.ENCODER),
                             reuse_from=tuple(_store_folder(Path(p)) for p in config.reuse_caches))
     if records:
-        ingest_fn([contexts], run / "store", options, progress)
+        ingest_fn([contexts] + ([Path(config.distractors)] if config.distractors else []), run / "store",
+                  options, progress)
     else:  # closed book: an empty store, so every mode still runs the same path
         (run / "contexts" / "empty").mkdir(exist_ok=True)
         ingest_fn([run / "contexts" / "empty"], run / "store", options)
-    return Store.open(run / "store"), [(str(contexts.resolve()), locs) for locs in locators]
+    return Store.open(run / "store"), str(contexts.resolve())
 
 
 def _store_folder(path: Path) -> Path:
@@ -397,7 +424,4 @@ def context_rows(store: Store, locs, example: dict, config: EvalConfig, embedder
             return kept
         return rows
     # multi_doc, retrieval setting: the question's own paragraphs ranked by the embedder, best last
-    vectors = store.catalog.embeddings_of([r.id for r in rows], store.config.embedding_dim)
-    scores = vectors @ embedder.encode([example["question"]])[0]
-    best = np.argsort(-scores)[:config.top_k]
-    return [rows[i] for i in reversed(best)]
+    return ranked_own(store, rows, example["question"], config.top_k, embedder)

@@ -202,3 +202,44 @@ def test_a_run_started_with_a_mode_and_a_setting_since_removed_resumes_without_t
     assert run_eval(config(tiny_models, tmp_path / "run", modes=("direct", "native", "none"))) == run
     metrics = json.loads((run / "metrics.json").read_text())
     assert set(metrics["modes"]) == {"direct", "native", "none"}
+
+
+def test_a_shared_corpus_puts_every_passage_in_one_store_and_reports_recall(tiny_models, tmp_path):
+    distractors = tmp_path / "distractors"
+    distractors.mkdir()
+    (distractors / "noise.txt").write_text("An unrelated note about tides and harbours. " * 4)
+    run = run_eval(config(tiny_models, tmp_path / "run", limit=2, top_k=2, corpus="shared",
+                          distractors=str(distractors)))
+    from cag.store import Store
+    store = Store.open(run / "store")
+    assert store.catalog.counts()["documents"] == 6  # all 5 passages of the dataset (2 sampled) + the distractor
+    store.close()
+    records = [json.loads(l) for l in (run / "predictions.jsonl").read_text().splitlines()]
+    by_id = {}
+    for r in records:
+        assert 1 <= len(r["retrieved"]) <= 2 and isinstance(r["gold_all"], bool)
+        by_id.setdefault(r["id"], set()).add((tuple(r["retrieved"]), r["gold_all"]))
+    assert len(by_id) == 2 and all(len(v) == 1 for v in by_id.values())  # every mode read the same chunks
+    metrics = json.loads((run / "metrics.json").read_text())
+    hits = [next(iter(v))[1] for v in by_id.values()]
+    assert metrics["retrieval"]["recall_at_k"] == round(sum(hits) / 2, 3) and metrics["retrieval"]["k"] == 2
+    assert "one store of every passage" in metrics["setting"] and "recall@2" in (run / "report.md").read_text()
+    # the same run resumes; another corpus is another run
+    assert run_eval(config(tiny_models, tmp_path / "run", limit=2, top_k=2, corpus="shared",
+                           distractors=str(distractors))) == run
+    with pytest.raises(CagError, match="corpus"):
+        run_eval(config(tiny_models, tmp_path / "run", limit=2, top_k=2))
+    with pytest.raises(CagError, match="--distractors"):
+        config(tiny_models, tmp_path / "x", distractors=str(distractors))
+
+
+def test_multi_doc_retrieval_among_an_examples_own_paragraphs_records_its_supporting_ones(tiny_models, tmp_path):
+    md = tmp_path / "md.jsonl"
+    md.write_text(json.dumps({"id": "h1", "question": "Who wrote the report?", "answers": ["Ada"],
+                              "supporting_titles": ["T1", "T4"],
+                              "documents": [{"title": f"T{i}", "text": f"Paragraph {i} about Ada and reports."}
+                                            for i in range(6)]}) + "\n")
+    run = run_eval(config(tiny_models, tmp_path / "run", dataset=str(md), task="multi_doc", top_k=6))
+    record = json.loads((run / "predictions.jsonl").read_text().splitlines()[0])
+    assert record["gold_all"] is True and len(record["retrieved"]) == 6  # every paragraph: both gold ones
+    assert json.loads((run / "metrics.json").read_text())["retrieval"]["recall_at_k"] == 1.0
