@@ -12,7 +12,7 @@ from eval.runner import EvalConfig
 @handle_errors
 @with_config(EvalConfig, ("dataset", "task", "model", "encoder", "modes", "window", "blend", "limit", "seed",
                           "top_k", "context_budget", "max_new_tokens", "option_score", "dtype", "device",
-                          "corpus", "distractors", "skip_missing", "out", "reuse_caches", "cache_dtype",
+                          "corpus", "distractors", "llamaindex", "skip_missing", "out", "reuse_caches", "cache_dtype",
                           "keep_translated"))
 def eval_command(
     ray: RayOption = None,

@@ -16,6 +16,7 @@ from cag.distributed.dispatch import Dispatcher
 from cag.distributed.ingest import ray_ingest
 from cag.distributed.options import RayOptions
 from cag.distributed.worker import ModelWorker, WorkerSpec
+from cag.errors import CagError
 from cag.models.loading import model_identity, resolve_dtype
 from cag.modes import ModeOptions
 from cag.progress import Progress
@@ -55,6 +56,8 @@ def run_eval_on_ray(config: EvalConfig, ray_options: RayOptions = RayOptions(), 
     """eval.runner.run_eval on a Ray cluster (the same run folder: a run may move between the two); the
     run folder."""
     progress = progress or Progress()
+    if config.llamaindex:
+        raise CagError("--llamaindex answers in one process: drop --ray for that run.")
     with connect(ray_options) as cluster:
         plan = plan_workers(cluster, 1, ray_options, config.device)
         config = replace(config, device=plan.device, dtype=resolve_dtype(config.dtype, plan.device))

@@ -5,7 +5,7 @@ import statistics
 from pathlib import Path
 
 from cag.atomic import atomic_write_text
-from cag.modes import Reads, get_mode
+from cag.modes import Reads, get_mode, mode_names
 from cag.modes import modes as all_modes
 from cag.modes.derived import DerivedMode
 from cag.store.spaces import Role
@@ -59,8 +59,8 @@ def paired_differences(modes: tuple, records: dict) -> dict:
     ("native-blend - native")."""
     present = [m for m in translator_modes() if m in modes]
     pairs = [(first, second) for i, first in enumerate(present) for second in present[i + 1:]]
-    pairs += [(m, get_mode(m).base_name) for m in modes
-              if isinstance(get_mode(m), DerivedMode) and get_mode(m).base_name in modes
+    pairs += [(m, get_mode(m).base_name) for m in modes if m in mode_names()
+              and isinstance(get_mode(m), DerivedMode) and get_mode(m).base_name in modes
               and (get_mode(m).base_name, m) not in pairs]
     result = {}
     for first, second in pairs:

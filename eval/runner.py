@@ -30,8 +30,10 @@ from cag.store import Store
 from cag.translations import TranslationId
 from eval.corpus import CORPORA, PER_QUESTION, SHARED, collect, ranked_own, retrieval_record, retrieved
 from eval.datasets import PRESETS, TASKS, load_examples, resolve_dataset, sample
+from eval.llamaindex_baseline import MODE as BASELINE
+from eval.llamaindex_baseline import LlamaIndexBaseline
 from eval.report import write_report
-from eval.scoring import OPTION_SCORES, evaluate_example
+from eval.scoring import GENERATIVE, OPTION_SCORES, evaluate_example
 from mot.registry import find_translator, translators_of_kind
 
 log = logging.getLogger(__name__)
@@ -94,6 +96,9 @@ class EvalConfig:
                           "chunks from all of it, with recall@k of its gold passages reported.")
     distractors: str | None = setting(None, "shared: a folder of more documents ingested into the store beside the "
                                       "dataset's passages.", cli_type=Path | None, parse=_optional_str)
+    llamaindex: bool = setting(False, "shared: also answer through llama-index's own vector index, retriever and "
+                               "query engine over the same chunks, embedder and generator (mode llamaindex: what "
+                               "a llama-index user gets; its TTFT is its whole answer's time).")
 
     def __post_init__(self):
         unknown = [m for m in self.modes if m not in mode_names()]
@@ -115,6 +120,8 @@ class EvalConfig:
             raise CagError(f"--corpus must be {' or '.join(CORPORA)}, not {self.corpus!r}.")
         if self.distractors and (self.corpus != SHARED or not Path(self.distractors).is_dir()):
             raise CagError(f"--distractors {self.distractors}: a folder, read with --corpus shared only.")
+        if self.llamaindex and self.corpus != SHARED:
+            raise CagError("--llamaindex answers from a shared corpus: add --corpus shared.")
 
 
 def check_translators(config: EvalConfig, modes: tuple) -> tuple:
@@ -166,13 +173,18 @@ def run_eval(config: EvalConfig, progress: Progress | None = None) -> Path:
     run = prepare_run(config, progress)
     lm = load_model(config.model, config.dtype, config.device)
     layout, options = prompt_layout(lm.tokenizer), mode_options(config)
-    work = run.work(progress)
+    work, baseline = run.work(progress), None
     with open(run.folder / "predictions.jsonl", "a", encoding="utf-8") as out:
         for item in work:
             for mode in item.todo:
-                record = evaluate_example(run.task, mode, item.example, item.rows, run.store, lm, layout,
-                                          config.max_new_tokens, config.option_score, options)
-                append_record(out, {**record, **item.retrieval})
+                if mode == BASELINE:
+                    baseline = baseline or LlamaIndexBaseline(run.store, lm, Retriever(run.store).embedder,
+                                                              config.top_k, config.max_new_tokens)
+                    append_record(out, baseline.answer(item.example, item.gold))
+                else:
+                    record = evaluate_example(run.task, mode, item.example, item.rows, run.store, lm, layout,
+                                              config.max_new_tokens, config.option_score, options)
+                    append_record(out, {**record, **item.retrieval})
                 progress.advance(EXAMPLES_TASK)
     return finish_run(run, lm)
 
@@ -186,6 +198,7 @@ class WorkItem:
     rows: list
     todo: list
     retrieval: dict
+    gold: list  # the locators of the passages its answer comes from
 
 
 @dataclass
@@ -222,7 +235,7 @@ class PreparedRun:
             else:
                 rows = context_rows(self.store, (self.contexts, own), example, config,
                                     retriever.embedder if retriever else None)
-            work.append(WorkItem(example, rows, todo, retrieval_record(rows, gold) if ranks else {}))
+            work.append(WorkItem(example, rows, todo, retrieval_record(rows, gold) if ranks else {}, gold))
         return work
 
 
@@ -234,6 +247,9 @@ def prepare_run(config: EvalConfig, progress: Progress, ingest_fn=ingest, check_
     modes = tuple(config.modes)
     if _reading(modes, Reads.ENCODER):  # fail before any model work when a translator is missing
         modes = check_translators(check_config or config, modes)
+    if config.llamaindex and task not in GENERATIVE:
+        raise CagError(f"--llamaindex answers free-text questions; {config.dataset} is {task}.")
+    modes += (BASELINE,) if config.llamaindex else ()
     everything = load_examples(path, task)
     examples = sample(everything, task, config.limit, config.seed)
     run = Path(config.out) if config.out else default_run_dir(config, path, task)
@@ -261,7 +277,8 @@ def append_record(out, record: dict) -> None:
 def finish_run(run: PreparedRun, lm) -> Path:
     """metrics.json, report.md and plots over every mode the folder holds; `lm`: the generator
     (its name and fingerprint)."""
-    known = tuple(m for m in run.reported if m in mode_names())  # a mode this cag no longer has is left out
+    # a mode this cag no longer has is left out
+    known = tuple(m for m in run.reported if m in mode_names() or m == BASELINE)
     write_report(run.folder, run.task, known, [e["id"] for e in run.examples], run.store, lm, run.config)
     run.store.close()
     return run.folder
@@ -275,6 +292,7 @@ def _start_or_resume(run: Path, config: dict) -> tuple:
         # keys added since a run started take the value it ran with (runs before --dtype were fp32)
         previous = {"dtype": "fp32", "blend": DEFAULT_BLEND, "blend_select": "deviation", "cache_dtype": "fp16",
                     "reuse_caches": [], "keep_translated": True, "corpus": PER_QUESTION, "distractors": None,
+                    "llamaindex": False,
                     **json.loads(path.read_text())}
         # keys removed since (the scaled modes' context_scale) no longer shape any answer
         previous = {k: v for k, v in previous.items() if k in config}
@@ -338,7 +356,7 @@ def _done_keys(path: Path) -> set:
 
 def _reading(modes, what: Reads) -> bool:
     """Whether any of `modes` reads `what` (Reads.NATIVE or Reads.ENCODER caches)."""
-    return any(get_mode(m).reads is what for m in modes)
+    return any(get_mode(m).reads is what for m in modes if m in mode_names())  # (not the baseline)
 
 
 class _PrefillOnly(Progress):

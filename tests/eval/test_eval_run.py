@@ -243,3 +243,21 @@ def test_multi_doc_retrieval_among_an_examples_own_paragraphs_records_its_suppor
     record = json.loads((run / "predictions.jsonl").read_text().splitlines()[0])
     assert record["gold_all"] is True and len(record["retrieved"]) == 6  # every paragraph: both gold ones
     assert json.loads((run / "metrics.json").read_text())["retrieval"]["recall_at_k"] == 1.0
+
+
+def test_the_llamaindex_baseline_answers_from_its_own_index_over_the_same_chunks(tiny_models, tmp_path):
+    run = run_eval(config(tiny_models, tmp_path / "run", limit=3, top_k=2, corpus="shared", llamaindex=True,
+                          modes=("direct", "none")))
+    records = [json.loads(l) for l in (run / "predictions.jsonl").read_text().splitlines()]
+    baseline = {r["id"]: r for r in records if r["mode"] == "llamaindex"}
+    direct = {r["id"]: r for r in records if r["mode"] == "direct"}
+    assert set(baseline) == set(direct) and len(baseline) == 3
+    for qid, record in baseline.items():
+        assert record["chunks"] == 2 and isinstance(record["prediction"], str) and 0 <= record["score"] <= 100
+        # llama-index's own similarity search over the same embeddings finds cag's FAISS top-k
+        assert record["retrieved"] == direct[qid]["retrieved"] and record["gold_all"] == direct[qid]["gold_all"]
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["modes"]["llamaindex"]["n"] == 3 and "retention" in metrics["modes"]["llamaindex"]
+    assert json.loads((run / "config.json").read_text())["modes"] == ["direct", "none", "llamaindex"]
+    with pytest.raises(CagError, match="--corpus shared"):
+        config(tiny_models, tmp_path / "x", llamaindex=True)
