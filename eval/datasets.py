@@ -16,7 +16,7 @@ PRESETS = {
     "openbookqa": ("openbookqa/test.jsonl", "multiple_choice"),
     "mmlu": ("mmlu/val.jsonl", "multiple_choice"),
     "hotpotqa": ("hotpotqa_distractor/dev_sample.jsonl", "multi_doc"),
-    "hotpotqa-20": ("hotpotqa_distractor/dev_20passages.jsonl", "multi_doc"),  # eval/widen.py
+    "hotpotqa-20": ("hotpotqa_distractor/dev_20passages.jsonl", "multi_doc"),  # scripts/build_hotpotqa_wide.py
     "hotpotqa-amor": ("hotpotqa_distractor/amor_sample.jsonl", "multi_doc"),  # extra dev/test questions
 }
 _FIELDS = {
