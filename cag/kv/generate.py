@@ -40,10 +40,23 @@ def stop_token_ids(lm) -> set[int]:
     return ids
 
 
+PREFILL_CHUNK = 1024  # tokens per forward of a long prefill (direct mode's text)
+
+
 @torch.no_grad()
 def forward_new_tokens(lm, cache, new_ids: torch.Tensor, start: int, logits_to_keep: int = 1):
-    """Run the model over (T,) `new_ids` at positions start.. continuing `cache`; (T', vocab) logits."""
+    """Run the model over (T,) `new_ids` at positions start.. continuing `cache`; (T', vocab) logits.
+    A long `new_ids` is read PREFILL_CHUNK tokens per forward (the same result: each chunk attends
+    to the cache and to itself causally), so the attention scores of one forward stay
+    PREFILL_CHUNK x context: 32k tokens read in one forward would need tens of GB for them."""
     device = lm.device
+    # peel whole chunks off the front while the rest still holds every token whose logits are kept
+    # (logits_to_keep 0: all of them, so no chunking)
+    while logits_to_keep and new_ids.numel() - PREFILL_CHUNK >= max(logits_to_keep, 1):
+        positions = torch.arange(start, start + PREFILL_CHUNK, device=device)[None]
+        lm.model(input_ids=new_ids[None, :PREFILL_CHUNK].to(device), position_ids=positions, cache=cache,
+                 use_cache=True, logits_to_keep=1)
+        new_ids, start = new_ids[PREFILL_CHUNK:], start + PREFILL_CHUNK
     positions = torch.arange(start, start + new_ids.numel(), device=device)[None]
     out = lm.model(input_ids=new_ids[None].to(device), position_ids=positions, cache=cache,
                    use_cache=True, logits_to_keep=logits_to_keep)

@@ -182,3 +182,27 @@ def test_generation_runs_one_forward_per_generated_token(lm, monkeypatch):
     monkeypatch.setattr(generate, "forward_new_tokens", lambda *a, **k: calls.append(1) or real(*a, **k))
     generation = generate.greedy_generate(lm, question_ids(), None, 4)
     assert len(generation.token_ids) == 4 and len(calls) == 4
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_long_prefill_read_in_chunks_gives_the_logits_and_cache_of_one_forward(family, monkeypatch):
+    """A direct-mode prompt longer than PREFILL_CHUNK is read a chunk per forward: the same last
+    logits and the same cache as one forward over all of it (sliding windows included)."""
+    import cag.kv.generate as generate
+    from transformers import DynamicCache
+
+    lm = tiny_lm(family, sliding_window=16) if family == "gemma3" else tiny_lm(family)
+    torch.manual_seed(0)
+    ids = torch.randint(5, 200, (45,))
+    whole_cache, chunked_cache = DynamicCache(config=lm.config), DynamicCache(config=lm.config)
+    whole = forward_new_tokens(lm, whole_cache, ids, 0, logits_to_keep=3)
+    forwards = []
+    monkeypatch.setattr(generate, "PREFILL_CHUNK", 8)
+    real = lm.model.forward
+    monkeypatch.setattr(lm.model, "forward", lambda *a, **k: forwards.append(k["input_ids"].shape[1]) or real(*a, **k))
+    chunked = forward_new_tokens(lm, chunked_cache, ids, 0, logits_to_keep=3)
+    assert forwards == [8, 8, 8, 8, 8, 5]  # the last forward keeps the 3 tokens whose logits are asked
+    torch.testing.assert_close(chunked, whole, atol=1e-4, rtol=1e-4)
+    assert chunked_cache.get_seq_length() == whole_cache.get_seq_length()
+    for a, b in zip(chunked_cache.layers, whole_cache.layers):
+        torch.testing.assert_close(a.keys, b.keys, atol=1e-4, rtol=1e-4)
