@@ -96,6 +96,19 @@ def measure_one(store: Path, generator: str, dtype: str, mode: str, length: int)
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
 
 
+def measure_in_child(args, store: Path, mode: str, length: int) -> dict:
+    """measure_one in a fresh process; its error (or the time limit) recorded as the row."""
+    command = [sys.executable, __file__, "--generator", args.generator, "--dtype", args.dtype,
+               "--one", str(store), mode, str(length)]
+    try:
+        run = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        return {"mode": mode, "length": length, "error": f"over the {args.timeout} s limit"}
+    if run.returncode != 0:
+        return {"mode": mode, "length": length, "error": run.stderr.strip().splitlines()[-1:]}
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
 def plot(result: dict, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -143,11 +156,7 @@ def main() -> None:
         print(json.dumps(result["store"]), flush=True)
         for length in lengths:
             for mode in modes:  # every mode at one length before the next length: noise hits all alike
-                run = subprocess.run([sys.executable, __file__, "--generator", args.generator, "--dtype", args.dtype,
-                                      "--one", str(Path(tmp) / "store"), mode, str(length)],
-                                     capture_output=True, text=True, timeout=args.timeout)
-                row = (json.loads(run.stdout.strip().splitlines()[-1]) if run.returncode == 0 else
-                       {"mode": mode, "length": length, "error": run.stderr.strip().splitlines()[-1:]})
+                row = measure_in_child(args, Path(tmp) / "store", mode, length)
                 result["rows"].append(row)
                 print(json.dumps(row), flush=True)
                 out.write_text(json.dumps(result, indent=2))  # what is measured so far survives a kill

@@ -26,7 +26,7 @@ def real_cag_home(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory):
     """Tiny encoder (llama) and generator (qwen2) folders, loadable by path from the CLI too."""
-    from cag.testing import save_tiny_model
+    from tests.tiny_models import save_tiny_model
     root = tmp_path_factory.mktemp("tiny_models")
     return {"encoder": str(save_tiny_model(root / "enc", "llama", max_position_embeddings=4096)),
             "generator": str(save_tiny_model(root / "gen", "qwen2", seed=3, max_position_embeddings=4096))}

@@ -121,7 +121,7 @@ def environment(device: str) -> dict:
 def tiny_models(folder: Path) -> tuple[str, str]:
     """A tiny llama encoder and a tiny qwen2 generator, saved as folders (`cag` loads folders)."""
     sys.path.insert(0, str(ROOT))
-    from cag.testing import save_tiny_model
+    from tests.tiny_models import save_tiny_model
 
     # room for the sample corpus's retrieved context (about 800 tokens of the tiny tokenizer)
     save_tiny_model(folder / "tiny-llama", "llama", seed=1, max_position_embeddings=4096)

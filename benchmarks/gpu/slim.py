@@ -31,7 +31,8 @@ TOP = "top-level files"  # always in: pyproject.toml, README.md, Makefile, ...
 
 def selection(encoder: str, generator: str, code_only: bool) -> dict[str, tuple[str, ...]]:
     """part -> its folders (ending in /) and files, relative to the repository root."""
-    parts = {"code": tuple(f"{d}/" for d in CODE)}
+    # the tiny models built in code (tests/tiny_models.py) serve the smoke run
+    parts = {"code": tuple(f"{d}/" for d in CODE) + ("tests/__init__.py", "tests/tiny_models.py")}
     if not code_only:
         stem = f"translators/{encoder}__{generator}__mot"
         parts["translator"] = (f"{stem}.json", f"{stem}.safetensors")

@@ -7,7 +7,7 @@ import torch
 import blend_selections
 from blend_selections import SELECT_LAYER, deviation_scores, random_scores, start_scores, widen_to_spans
 from cag.kv.blend import blend, query_scores, recompute_in_place, select_tokens
-from cag.testing import tiny_tokenizer
+from tests.tiny_models import tiny_tokenizer
 from test_blend import TEXTS, assert_same_kv, contexts, kv, model
 
 blend_selections.register()

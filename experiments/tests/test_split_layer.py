@@ -10,7 +10,7 @@ import torch
 from cag.kv.assemble import assemble
 from cag.kv.chunk_cache import prefill_chunk
 from cag.kv.generate import greedy_generate
-from cag.testing import tiny_lm, tiny_tokenizer
+from tests.tiny_models import tiny_lm, tiny_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = "Paris is the capital of France; Berlin is the capital of Germany. Ada Lovelace wrote it in 1999."

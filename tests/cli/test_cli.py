@@ -6,7 +6,7 @@ import sys
 from typer.testing import CliRunner
 
 from cli.main import app
-from cag.testing import save_tiny_model
+from tests.tiny_models import save_tiny_model
 
 runner = CliRunner()
 

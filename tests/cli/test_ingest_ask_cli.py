@@ -127,7 +127,7 @@ def test_empty_store_and_context_too_long(tiny_models, tmp_path, corpus):
     result = invoke("ask", "Who?", "--store", empty, "--model", tiny_models["generator"])
     assert result.exit_code == 1 and "is empty" in result.output
     # a generator with 128 positions cannot hold the whole corpus
-    from cag.testing import save_tiny_model
+    from tests.tiny_models import save_tiny_model
     short = save_tiny_model(tmp_path / "short", "llama", max_position_embeddings=128)
     store = tmp_path / "store"
     invoke("ingest", corpus, "--store", store, "--encoder", tiny_models["encoder"], "--chunk-tokens", 64)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from cag.kv.chunk_cache import prefill_chunk, prefill_chunks
-from cag.testing import FAMILIES, tiny_lm, tiny_tokenizer
+from tests.tiny_models import FAMILIES, tiny_lm, tiny_tokenizer
 
 TEXTS = ["Ada Lovelace wrote the report in 1999.", "Paris is the capital of France.",
          "Numbers like 42 and 2048 appear in text, and so do names such as Ada Lovelace.",

@@ -9,7 +9,7 @@ from cag.kv.blend import QUERY_TOKENS, blend, query_scores
 from cag.kv.chunk_cache import prefill_chunk
 from cag.kv.generate import greedy_generate, read_after
 from cag.models.layers import attention_modules
-from cag.testing import tiny_lm, tiny_tokenizer
+from tests.tiny_models import tiny_lm, tiny_tokenizer
 
 TEXTS = ["Paris is the capital of France; Berlin is the capital of Germany.",
          "Ada Lovelace wrote the report in 1999 with numbers like 42."]

@@ -9,7 +9,7 @@ from cag.kv.chunk_cache import prefill_chunk, run_prefill
 from cag.kv.generate import forward_new_tokens, greedy_generate
 from cag.kv.rotary import Rotary
 from cag.kv.serde import load_chunk_cache, save_chunk_cache
-from cag.testing import FAMILIES, tiny_lm, tiny_tokenizer
+from tests.tiny_models import FAMILIES, tiny_lm, tiny_tokenizer
 
 ROTARY = ("llama", "qwen2", "gemma3")
 TEXT = "Paris is the capital of France; Berlin is the capital of Germany. The quick brown fox jumps."

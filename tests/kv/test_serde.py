@@ -6,7 +6,7 @@ import torch
 from cag.errors import CagError, CorruptCacheError
 from cag.kv.chunk_cache import prefill_chunk
 from cag.kv.serde import STORAGE_DTYPES, load_chunk_cache, save_chunk_cache
-from cag.testing import tiny_lm, tiny_tokenizer
+from tests.tiny_models import tiny_lm, tiny_tokenizer
 
 TEXT = "Ada Lovelace wrote the report in 1999. Paris is the capital of France."
 

@@ -4,7 +4,7 @@ import pytest
 
 from cag.errors import CagError
 from cag.models.geometry import geometry_of
-from cag.testing import tiny_config
+from tests.tiny_models import tiny_config
 
 
 def test_gpt2_and_opt_are_absolute():

@@ -8,7 +8,7 @@ import torch
 from cag.errors import CagError
 from cag.models import ALIASES, load_model, resolve_spec
 from cag.models.fingerprint import tokenizer_digest
-from cag.testing import tiny_lm, tiny_tokenizer
+from tests.tiny_models import tiny_lm, tiny_tokenizer
 
 REQUIRED = ["smollm2-135m", "qwen2.5-coder-0.5b", "gemma3-270m", "gpt2", "gpt2-medium", "opt-125m",
             "opt-1.3b", "opt-6.7b", "qwen2.5-0.5b-instruct", "qwen2.5-1.5b-instruct",

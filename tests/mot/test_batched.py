@@ -5,7 +5,7 @@ import torch
 
 from cag.kv.chunk_cache import prefill_chunk, tokenize_chunk
 from cag.prompt import prompt_layout
-from cag.testing import tiny_lm
+from tests.tiny_models import tiny_lm
 from mot.alignment import align
 from mot.batched import translate_layers
 from mot.token_features import embedding_table, token_features

@@ -6,7 +6,7 @@ import torch
 from cag.errors import CagError
 from cag.kv.chunk_cache import prefill_chunk, tokenize_chunk
 from cag.prompt import prompt_layout
-from cag.testing import tiny_lm
+from tests.tiny_models import tiny_lm
 from mot.alignment import align
 from mot.checkpoint import load_translator, read_record, save_translator
 from mot.features import flatten_heads

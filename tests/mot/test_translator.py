@@ -9,7 +9,7 @@ from cag.errors import CagError
 from cag.kv.assemble import assemble
 from cag.kv.chunk_cache import prefill_chunk, run_prefill
 from cag.prompt import prompt_layout
-from cag.testing import tiny_lm
+from tests.tiny_models import tiny_lm
 from mot.checkpoint import load_translator, read_record, save_translator
 from mot.training.data import make_windows, prepare_window
 from mot.injection import full_cache, window_cache

@@ -286,7 +286,7 @@ def replace_header(path, header: bytes) -> None:
 def test_a_cache_header_of_valid_json_but_not_an_object_is_a_damaged_cache(tmp_path, header):
     from cag.errors import CorruptCacheError
     from cag.kv.serde import load_chunk_cache, save_chunk_cache
-    from cag.testing import tiny_lm
+    from tests.tiny_models import tiny_lm
     from cag.kv.chunk_cache import prefill_chunks
 
     lm = tiny_lm("llama")
