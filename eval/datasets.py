@@ -5,6 +5,7 @@ import random
 from pathlib import Path
 
 from cag.errors import CagError
+from eval.long_documents import LENGTHS as DOCUMENT_PRESETS, document_dataset
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 TASKS = ("extractive", "multiple_choice", "multi_doc")
@@ -18,6 +19,8 @@ PRESETS = {
     "hotpotqa": ("hotpotqa_distractor/dev_sample.jsonl", "multi_doc"),
     "hotpotqa-20": ("hotpotqa_distractor/dev_20passages.jsonl", "multi_doc"),  # scripts/build_hotpotqa_wide.py
     "hotpotqa-amor": ("hotpotqa_distractor/amor_sample.jsonl", "multi_doc"),  # extra dev/test questions
+    # long documents built on first use from squad_v1.1/dev.jsonl (eval.long_documents)
+    **{name: (None, "multi_doc") for name in DOCUMENT_PRESETS},
 }
 _FIELDS = {
     "extractive": {"id": str, "context": str, "question": str, "answers": list},
@@ -32,7 +35,7 @@ def resolve_dataset(name_or_path: str, task: str | None) -> tuple[Path, str]:
         rel, preset_task = PRESETS[name_or_path]
         if task and task != preset_task:
             raise CagError(f"Preset {name_or_path} is a {preset_task} dataset, not {task}.")
-        return DATA / rel, preset_task
+        return (DATA / rel if rel else document_dataset(name_or_path)), preset_task
     path = Path(name_or_path).expanduser()
     if not path.is_file():
         raise CagError(f"Dataset {name_or_path} is neither a file nor a preset "
