@@ -4,8 +4,9 @@ One long context is built from the packaged WikiText-2 validation text (paragrap
 document), ingested once (the encoder's caches and the generator's own). For each length (default
 1k, 2k, 4k, 8k, 16k and 32k generator tokens) the first chunks of that document up to the length
 are the context, and each mode answers one question after it (one new token: the time to the first
-token). Each (length, mode) runs in a fresh process, so that its peak RSS is its own; the models are
-loaded and warmed before the clock starts, as `cag ask` reports warm-up apart.
+token). Each (length, mode) runs in a fresh process; the models are loaded and warmed before the
+clock starts, as `cag ask` reports warm-up apart, and the peak RSS is the answer's own (Linux's
+peak is reset after the warm-up: weights held included, their conversion at load not).
 
     direct                 the generator prefills the text (read 1,024 tokens per forward)
     native                 its own stored chunk caches, assembled
@@ -65,6 +66,7 @@ def measure_one(store: Path, generator: str, dtype: str, mode: str, length: int)
     from cag.modes import ContextRequest, ModeOptions, get_mode
     from cag.prompt import prompt_layout
     from cag.store import Store
+    from cag.store.spaces import Role
 
     opened = Store.open(store)
     lm = load_model(generator, dtype)
@@ -77,6 +79,11 @@ def measure_one(store: Path, generator: str, dtype: str, mode: str, length: int)
         rows.append(row)
         used += size
     name, stored = (mode.split(":") + [""])[:2]
+    if name == "translated" and stored != "stored":  # translating: nothing a stored row kept is read back
+        with opened.lock():
+            for space in opened.spaces():
+                if space.role is Role.TRANSLATED:
+                    opened.remove_space(space)
     built_mode = get_mode(name)
     options = ModeOptions(keep_translated=stored == "stored")
     q_ids = layout.question_ids(lm.tokenizer, QUESTION)
@@ -85,6 +92,7 @@ def measure_one(store: Path, generator: str, dtype: str, mode: str, length: int)
     warm = built_mode.build(ContextRequest(opened, lm, layout, rows if stored == "stored" else rows[:1], q_ids,
                                            options))
     greedy_generate(lm, warm.lead_ids + q_ids, warm.context, 1)
+    reset_peak_rss()  # the answer's own peak below, not the model load's (converting weights peaks higher)
     with torch.no_grad():
         start = time.perf_counter()
         built = built_mode.build(ContextRequest(opened, lm, layout, rows, q_ids, options))
@@ -93,7 +101,18 @@ def measure_one(store: Path, generator: str, dtype: str, mode: str, length: int)
     opened.close()
     return {"mode": mode, "length": length, "context_tokens": used, "ttft_ms": round(ttft * 1e3, 1),
             "steps_ms": {k: round(v, 1) for k, v in built.timings.items()},
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+            "answer_peak_rss_mb": round(peak_rss_kb() / 1024, 1),
+            "process_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+
+
+def reset_peak_rss() -> None:
+    """Linux: the process's peak resident set (VmHWM) starts again from what it holds now."""
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+def peak_rss_kb() -> int:
+    status = Path("/proc/self/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")))
 
 
 def measure_in_child(args, store: Path, mode: str, length: int) -> dict:
@@ -139,6 +158,9 @@ def main() -> None:
     parser.add_argument("--modes", default="direct,native,translated:translating,translated:stored,none")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds one (length, mode) may take")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--work", type=Path, default=None,
+                        help="folder for the document and its store, kept (an interrupted run's ingest is reused); "
+                        "default: a temporary folder")
     parser.add_argument("--one", nargs=3, metavar=("STORE", "MODE", "LENGTH"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -151,7 +173,9 @@ def main() -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     result = {"generator": args.generator, "encoder": args.encoder, "dtype": args.dtype, "question": QUESTION,
               "modes": modes, "rows": []}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = args.work or scratch
+        Path(tmp).mkdir(parents=True, exist_ok=True)
         result["store"] = build_store(Path(tmp), args.encoder, args.generator, args.dtype, max(lengths))
         print(json.dumps(result["store"]), flush=True)
         for length in lengths:
