@@ -8,6 +8,7 @@ from cag.atomic import atomic_write_text
 from cag.modes import Reads, get_mode, mode_names
 from cag.modes import modes as all_modes
 from cag.modes.derived import DerivedMode
+from cag.modes.registry import AUTO
 from cag.store.spaces import Role
 from eval.metrics import bootstrap_difference_ci, bootstrap_ratio_ci
 
@@ -106,6 +107,9 @@ def write_report(run: Path, task: str, modes: tuple, ids: list, store, lm, confi
     retrieval = retrieval_summary(records, config.top_k)
     if retrieval:
         metrics["retrieval"] = retrieval
+    picks = [r["picked"] for r in records.get(AUTO, [])]
+    if picks:  # which mode auto answered in, how often
+        metrics["auto_picks"] = {m: picks.count(m) for m in sorted(set(picks), key=picks.index)}
     differences = paired_differences(modes, records)
     if differences:
         metrics["paired_differences"] = differences
@@ -157,6 +161,9 @@ def _markdown(metrics: dict, config) -> str:
         lines.append(f"| {mode} | {m['n']} | {m[score]} |{em} {m['retention']} [{m['retention_ci95'][0]}, "
                      f"{m['retention_ci95'][1]}] | {m['ttft_mean_ms']} / {m['ttft_median_ms']} | "
                      f"{m['context_tokens_mean']} | {_or_na(m['bytes_stored_per_context_token'])} |")
+    if metrics.get("auto_picks"):
+        lines += ["", "Mode auto answered in: " + ", ".join(f"{m} ({n})" for m, n in metrics["auto_picks"].items())
+                  + "."]
     if metrics.get("paired_differences"):
         lines += ["", f"Modes on the same examples: mean {score} difference [paired bootstrap "
                   "95% CI]; an interval above 0 means the first beats the second beyond noise.", ""]

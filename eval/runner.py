@@ -22,6 +22,7 @@ from cag.kv.serde import CACHE_DTYPES, DEFAULT_CACHE_DTYPE, check_cache_dtype
 from cag.models import load_model
 from cag.models.loading import check_dtype, device_setting, dtype_setting, resolve_device, resolve_dtype
 from cag.modes import REFERENCE, ModeOptions, Reads, get_mode, mode_names
+from cag.modes.registry import AUTO
 from cag.progress import Progress
 from cag.prompt import prompt_layout
 from cag.retrieval import Retriever
@@ -59,7 +60,7 @@ class EvalConfig:
     encoder: str = setting(DEFAULT_ENCODER, "Encoder that prefills the passages.")
     modes: tuple = setting(("direct", "native", "none"), "Comma-separated modes (`cag ask --help` lists them; "
                            "direct is required: retention is measured against it; the translator modes need "
-                           "translators: `cag train`).", cli_type=str, parse=comma_list, show=",".join)
+                           "translators: `cag train`; auto answers as `cag ask --mode auto`, its picks recorded).", cli_type=str, parse=comma_list, show=",".join)
     limit: int | None = setting(None, "Examples to sample (default: all). A larger --limit on an existing run folder "
                                 "extends it, keeping the answers made (the sample is prefix-stable).", minimum=1)
     seed: int = setting(0, "Sampling seed.")
@@ -101,9 +102,10 @@ class EvalConfig:
                                "a llama-index user gets; its TTFT is its whole answer's time).")
 
     def __post_init__(self):
-        unknown = [m for m in self.modes if m not in mode_names()]
+        unknown = [m for m in self.modes if m not in mode_names(auto=True)]
         if unknown or not self.modes:
-            raise CagError(f"Unknown mode(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(mode_names())}.")
+            raise CagError(f"Unknown mode(s) {', '.join(unknown) or '(none)'}; choose from "
+                           f"{', '.join(mode_names(auto=True))}.")
         if REFERENCE not in self.modes:
             raise CagError(f"Modes must include {REFERENCE}: retention is measured against it.")
         if self.option_score not in OPTION_SCORES:
@@ -129,7 +131,7 @@ def check_translators(config: EvalConfig, modes: tuple) -> tuple:
     Models are loaded (to compare fingerprints) only when a translator for the pair is on disk."""
     kept, models = [], None
     for mode in modes:
-        kind = get_mode(mode).translator_kind
+        kind = get_mode(mode).translator_kind if mode != AUTO else None  # auto goes without a translator
         if kind:
             wanted = TranslationId(config.encoder, config.model, kind)
             reason = None
@@ -278,7 +280,7 @@ def finish_run(run: PreparedRun, lm) -> Path:
     """metrics.json, report.md and plots over every mode the folder holds; `lm`: the generator
     (its name and fingerprint)."""
     # a mode this cag no longer has is left out
-    known = tuple(m for m in run.reported if m in mode_names() or m == BASELINE)
+    known = tuple(m for m in run.reported if m in mode_names(auto=True) or m == BASELINE)
     write_report(run.folder, run.task, known, [e["id"] for e in run.examples], run.store, lm, run.config)
     run.store.close()
     return run.folder
@@ -355,7 +357,10 @@ def _done_keys(path: Path) -> set:
 
 
 def _reading(modes, what: Reads) -> bool:
-    """Whether any of `modes` reads `what` (Reads.NATIVE or Reads.ENCODER caches)."""
+    """Whether any of `modes` reads `what` (Reads.NATIVE or Reads.ENCODER caches); auto may read
+    either (the generator's own caches first, else a translator's)."""
+    if AUTO in modes and what in (Reads.NATIVE, Reads.ENCODER):
+        return True
     return any(get_mode(m).reads is what for m in modes if m in mode_names())  # (not the baseline)
 
 

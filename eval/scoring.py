@@ -7,8 +7,10 @@ import torch
 import torch.nn.functional as F
 from transformers import DynamicCache
 
+from cag.defaults import DEFAULT_MIN_RETENTION
 from cag.kv.generate import forward_new_tokens, greedy_generate, read_after
-from cag.modes import ContextRequest, ModeOptions, get_mode
+from cag.modes import AutoChooser, ContextRequest, ModeOptions, get_mode
+from cag.modes.registry import AUTO
 from eval.metrics import squad_scores
 
 GENERATIVE = ("extractive", "multi_doc")
@@ -17,7 +19,13 @@ OPTION_SCORES = ("mean", "sum")  # multiple_choice: an option's mean or summed t
 
 def evaluate_example(task: str, mode: str, example: dict, rows: list, store, lm, layout,
                      max_new_tokens: int, option_score: str, options: ModeOptions = ModeOptions()) -> dict:
-    """A predictions.jsonl record for `example` answered in `mode` from chunk `rows` (assembly order)."""
+    """A predictions.jsonl record for `example` answered in `mode` from chunk `rows` (assembly order).
+    Mode auto answers as `cag ask --mode auto` would, recording the mode it picked and why."""
+    if mode == AUTO:
+        picked, options, why = auto_chooser(store, lm).choose(store, lm, rows, options)
+        record = evaluate_example(task, picked.name, example, rows, store, lm, layout, max_new_tokens,
+                                  option_score, options)
+        return {**record, "mode": AUTO, "picked": picked.name, "pick": why}
     start = time.perf_counter()
     q_ids = layout.question_ids(lm.tokenizer, example["question"])
     request = ContextRequest(store, lm, layout, rows, q_ids, options)
@@ -45,6 +53,17 @@ def evaluate_example(task: str, mode: str, example: dict, rows: list, store, lm,
     return {"id": example["id"], "mode": mode, **record, "gold": gold,
             "context_tokens": context_tokens, "chunks": len(rows) if get_mode(mode).needs_retrieval else 0,
             "timings_ms": {k: round(v, 1) for k, v in timings.items()}}
+
+
+def auto_chooser(store, lm) -> AutoChooser:
+    """The --mode auto chooser of (`store`, `lm`) at the default quality gate, prepared once per
+    loaded generator and store (as one `cag ask` prepares it)."""
+    choosers = lm.__dict__.setdefault("auto_choosers", {})
+    key = str(store.folder)
+    if key not in choosers:
+        choosers[key] = AutoChooser(DEFAULT_MIN_RETENTION)
+        choosers[key].prepare(store, lm)
+    return choosers[key]
 
 
 @torch.no_grad()

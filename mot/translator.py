@@ -290,12 +290,31 @@ def translate_chunks(translator: Translator, chunks: list[ChunkCache], target_lm
         parts.append((t_ids, t_offsets, start))
     model_dtype = next(target_lm.model.parameters()).dtype
     dtype = model_dtype if model_dtype in (torch.bfloat16, torch.float16) else None
+    translated = [kv for batch in token_batches(items, [p[0].numel() for p in parts], TRANSLATE_BATCH_TOKENS)
+                  for kv in translate_batch(translator, batch, dtype)]
     results = []
-    for chunk, (t_ids, t_offsets, start), (keys, values) in zip(chunks, parts, translate_batch(translator, items, dtype)):
+    for chunk, (t_ids, t_offsets, start), (keys, values) in zip(chunks, parts, translated):
         meta = chunk_meta(target_lm, start, prefix, chunk.text, chunk.meta.doc_id, chunk.meta.chunk_index)
         results.append(ChunkCache([k.contiguous() for k in keys], [v.contiguous() for v in values], t_ids,
                                   t_offsets, meta, chunk.text))
     return results
+
+
+TRANSLATE_BATCH_TOKENS = 1024  # target tokens per translate_batch call
+
+
+def token_batches(items: list, tokens: list[int], limit: int = TRANSLATE_BATCH_TOKENS) -> list[list]:
+    """`items` in order, grouped into batches of at most `limit` tokens (a longer item alone). One
+    batch for a 16k-token context peaked at 6 GB and took 1.6 ms per token, against 0.4 ms for
+    1k tokens: the per-layer intermediates of every token at once no longer fit the caches."""
+    batches, size = [], limit
+    for item, n in zip(items, tokens):
+        if size + n > limit:
+            batches.append([])
+            size = 0
+        batches[-1].append(item)
+        size += n
+    return batches
 
 
 def translate_chunk(translator: Translator, chunk: ChunkCache, target_lm, target_prefix=(),

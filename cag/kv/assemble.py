@@ -75,13 +75,17 @@ def assemble(lm, chunks: list[ChunkCache], prefix_ids=()) -> AssembledContext:
     positions = torch.arange(prefix.numel(), total, device=device)
     cache = DynamicCache(config=lm.config)
     for layer in range(geometry.num_layers):
-        # the chunks side by side, then one rotation to their assembled positions (elementwise, so
-        # the same as rotating each chunk at its own)
-        chunk_keys = [c.keys[layer].to(device, dtype) for c in chunks]  # (kv_heads, T_i, head_dim)
-        if rotary is not None:
-            chunk_keys = [rotary.apply(torch.cat(chunk_keys, dim=1), positions, layer)]
+        # the chunks side by side in their stored dtype, then one rotation to their assembled
+        # positions (elementwise, so the same as rotating each chunk at its own) and one conversion
+        chunk_keys, chunk_values = [], []
+        if chunks:
+            keys = torch.cat([c.keys[layer] for c in chunks], dim=1).to(device)  # (kv_heads, T, head_dim)
+            if rotary is not None:
+                keys = rotary.apply(keys, positions, layer)
+            chunk_keys = [keys.to(dtype)]
+            chunk_values = [torch.cat([c.values[layer] for c in chunks], dim=1).to(device, dtype)]
         k = torch.cat(layers_k[layer] + chunk_keys, dim=1)[None]  # (1, kv_heads, L, head_dim)
-        v = torch.cat(layers_v[layer] + [c.values[layer].to(device, dtype) for c in chunks], dim=1)[None]
+        v = torch.cat(layers_v[layer] + chunk_values, dim=1)[None]
         cache.update(k, v, layer)
     input_ids = torch.cat([prefix] + [c.token_ids for c in chunks])
     return AssembledContext(cache, input_ids, prefix.numel(), spans)

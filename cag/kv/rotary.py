@@ -28,17 +28,22 @@ class Rotary:
         self.module = model.base_model.rotary_emb
         # Gemma3-style modules keep one rope setting per layer type (rope_type is a dict)
         self.per_layer_type = isinstance(getattr(self.module, "rope_type", None), dict)
+        # layer type -> (positions, cos, sin): every layer of a type shares them, so a long context's
+        # cos/sin (16k positions: a third of its assembly) are computed once per type, not per layer
+        self._last: dict = {}
 
     @torch.no_grad()
     def cos_sin(self, positions: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """cos, sin shaped (T, rotary_dim) in fp32 for 1-D integer `positions`."""
+        kind = self.geometry.layer_types[layer] if self.per_layer_type else None
+        last = self._last.get(kind)
+        if last is not None and last[0] is positions:  # the same tensor object: the same positions
+            return last[1], last[2]
         probe = torch.zeros(1, dtype=torch.float32, device=positions.device)
         pos = positions.reshape(1, -1)
-        if self.per_layer_type:
-            cos, sin = self.module(probe, pos, self.geometry.layer_types[layer])
-        else:
-            cos, sin = self.module(probe, pos)
-        return cos[0].float(), sin[0].float()
+        cos, sin = self.module(probe, pos, kind) if self.per_layer_type else self.module(probe, pos)
+        self._last[kind] = (positions, cos[0].float(), sin[0].float())
+        return self._last[kind][1], self._last[kind][2]
 
     def apply(self, keys: torch.Tensor, positions: torch.Tensor, layer: int) -> torch.Tensor:
         """Rotate position-free `keys` (..., T, head_dim) to `positions` (T,)."""

@@ -261,3 +261,17 @@ def test_the_llamaindex_baseline_answers_from_its_own_index_over_the_same_chunks
     assert json.loads((run / "config.json").read_text())["modes"] == ["direct", "none", "llamaindex"]
     with pytest.raises(CagError, match="--corpus shared"):
         config(tiny_models, tmp_path / "x", llamaindex=True)
+
+
+def test_auto_answers_as_ask_would_and_records_each_pick(tiny_models, tmp_path):
+    run = run_eval(config(tiny_models, tmp_path / "run", modes=("direct", "native", "auto")))
+    records = [json.loads(l) for l in (run / "predictions.jsonl").read_text().splitlines()]
+    by = {(r["id"], r["mode"]): r for r in records}
+    auto = [r for r in records if r["mode"] == "auto"]
+    # every chunk has the generator's own cache: auto reads them, and answers exactly as native
+    assert len(auto) == 5 and all(r["picked"] == "native" and "own stored caches" in r["pick"] for r in auto)
+    assert all((r["prediction"], r["context_tokens"]) == (by[(r["id"], "native")]["prediction"],
+                                                          by[(r["id"], "native")]["context_tokens"]) for r in auto)
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["auto_picks"] == {"native": 5} and metrics["modes"]["auto"]["n"] == 5
+    assert "Mode auto answered in: native (5)" in (run / "report.md").read_text()

@@ -114,3 +114,18 @@ def test_chunks_translated_together_equal_one_at_a_time():
             alone = translate_chunk(translator, chunk, target, position_start=start)
             assert torch.equal(alone.token_ids, made.token_ids) and alone.meta == made.meta
             assert made.meta.position_start == start
+
+
+def test_a_long_context_is_translated_in_token_batches_with_the_same_result(monkeypatch):
+    import mot.translator as module
+
+    assert module.token_batches(list("abcde"), [3, 3, 5, 1, 9], limit=6) == [["a", "b"], ["c", "d"], ["e"]]
+    source, target = tiny_lm("llama", seed=1), tiny_lm("qwen2", seed=2)
+    translator = Translator(make_spec("mot", source, target)).eval()
+    chunks = [prefill_chunk(source, text) for text in ("Paris is the capital of France.",
+                                                       "Ada Lovelace wrote notes in 1843.", "Mount Elbert is high.")]
+    whole = module.translate_chunks(translator, chunks, target)
+    monkeypatch.setattr(module, "TRANSLATE_BATCH_TOKENS", 8)  # one chunk per batch
+    for one, batched in zip(whole, module.translate_chunks(translator, chunks, target)):
+        for a, b in zip(one.keys + one.values, batched.keys + batched.values):
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
