@@ -1,8 +1,8 @@
 """`cag ingest`: files -> documents -> chunks -> embeddings + chunk caches -> store.
 
 Per file: read, chunk (encoder tokens), prefill the chunks whose cache file is missing (in batches,
-after the model's answer-time prefix), embed, then replace the file's catalog rows in one
-transaction. Unchanged files (same sha256) are skipped without model work; files that disappeared
+after the model's answer-time prefix; small files share a batch), embed, then replace the file's
+catalog rows in one transaction. Unchanged files (same sha256) are skipped without model work; files that disappeared
 from the ingested folders are removed. The FAISS index is rebuilt from the catalog when it changed,
 and cache files no chunk refers to are deleted. A run killed at any point and started again ends
 with the same store as an uninterrupted run.
@@ -240,12 +240,59 @@ def _ingest_locked(roots: list, store: Store, encoder, embedder: Embedder, optio
     report.files_seen = len(files)
     progress.start(FILES_TASK, len(files))
     progress.start(PREFILL_TASK)  # the clock of its rate starts here, before the first batch
+    group = FileGroup(store, spaces, embedder, encoder.tokenizer, config, report, progress,
+                      max(1, options.batch_size), donors)
     for path in files:
-        _ingest_file(path, store, chunker, embedder, spaces, config, report, progress,
-                     max(1, options.batch_size), encoder.tokenizer, donors)
-        progress.advance(FILES_TASK)
+        plan = plan_file(path, store, chunker, spaces, report)
+        if plan is None:
+            progress.advance(FILES_TASK)
+        else:
+            group.add(plan)
+    group.flush()
     finish_ingest(store, roots, files, report)
     return report
+
+
+@dataclass
+class FileGroup:
+    """Files read and chunked, waiting until their chunks fill a prefill batch: small files (one
+    paragraph each) are prefilled together, not one short batch per file. Each file's rows are
+    committed after its caches, in order, so a killed ingest leaves whole files or none."""
+
+    store: Store
+    spaces: list
+    embedder: Embedder
+    encoder_tokenizer: object
+    config: StoreConfig
+    report: IngestReport
+    progress: Progress
+    batch_size: int
+    donors: tuple = ()
+    plans: list = field(default_factory=list)
+
+    def add(self, plan: FilePlan) -> None:
+        self.plans.append(plan)
+        if sum(len(p.pending) for p in self.plans) >= self.batch_size:
+            self.flush()
+
+    def flush(self) -> None:
+        """Prefill the waiting files' missing caches together, embed their chunks in one call, and
+        commit each file."""
+        plans, self.plans = self.plans, []
+        if not plans:
+            return
+        pending = [pair for plan in plans for pair in plan.pending]
+        for s in self.spaces:
+            _prefill_missing(self.store, s, pending, self.config, self.report, self.progress, self.batch_size,
+                             self.donors)
+        vectors = self.embedder.encode([chunk.text for _, chunk in pending]) if pending else []
+        start = 0
+        for plan in plans:
+            count = len(plan.pending)
+            commit_file(self.store, plan, self.embedder, self.encoder_tokenizer, self.report,
+                        vectors[start:start + count])
+            start += count
+            self.progress.advance(FILES_TASK)
 
 
 def finish_ingest(store: Store, roots: list, files: list, report: IngestReport) -> None:
@@ -258,17 +305,6 @@ def finish_ingest(store: Store, roots: list, files: list, report: IngestReport) 
     counts = store.catalog.counts()
     report.chunks_total, report.tokens_total = counts["chunks"], counts["tokens"]
     report.bytes_on_disk = store.bytes_on_disk()
-
-
-def _ingest_file(path: Path, store: Store, chunker: Chunker, embedder: Embedder, spaces: list,
-                 config: StoreConfig, report: IngestReport, progress: Progress,
-                 batch_size: int, encoder_tokenizer, donors: tuple = ()) -> None:
-    plan = plan_file(path, store, chunker, spaces, report)
-    if plan is None:
-        return
-    for s in spaces:
-        _prefill_missing(store, s, plan.pending, config, report, progress, batch_size, donors)
-    commit_file(store, plan, embedder, encoder_tokenizer, report)
 
 
 def plan_file(path: Path, store: Store, chunker: Chunker, spaces: list, report: IngestReport,

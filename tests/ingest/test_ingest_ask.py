@@ -153,3 +153,24 @@ def test_asks_find_their_cache_spaces_without_walking_the_cache_files(tiny_model
     native = ask("How long can the European lobster grow?", tmp_path / "store", model=generator,
                  top_k=2, mode="native", max_new_tokens=2)
     assert native.mode == "native" and native.context_tokens > 0
+
+
+def test_small_files_share_prefill_batches_and_each_keeps_its_own_rows(tiny_models, tmp_path, monkeypatch):
+    import cag.ingest.pipeline as pipeline
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for i in range(6):  # one short paragraph per file: one chunk each
+        (folder / f"p{i}.txt").write_text(f"Paragraph {i}: the harbour master logged {i * 7} ships.")
+    batches = []
+    real = pipeline.prefill_chunks
+    monkeypatch.setattr(pipeline, "prefill_chunks", lambda lm, texts, *a, **k: batches.append(len(texts))
+                        or real(lm, texts, *a, **k))
+    report = ingest([folder], tmp_path / "store", IngestOptions(encoder=tiny_models["encoder"], batch_size=4))
+    assert batches == [4, 2] and report.caches_written == 6 and report.files_ingested == 6
+    store = Store.open(tmp_path / "store")
+    space = store.spaces()[0]
+    for chunk in store.catalog.all_chunks():  # each file's rows: its own text, its own cache
+        assert chunk.text.startswith(f"Paragraph {chunk.doc_path[-5]}:")
+        assert load_chunk_cache(store.cache_path(space, chunk.text_sha256)).text == chunk.text
+    assert store.index().info.count == 6
