@@ -9,7 +9,7 @@ from cli.config_options import with_config
 
 @handle_errors
 @with_config(ServeConfig, ("store", "host", "port", "models", "max_loaded", "api_key", "ingest_roots",
-                           "max_body_bytes", "min_retention", "warm_up", "device", "dtype"))
+                           "max_body_bytes", "min_retention", "warm_up", "memory_tier_mb", "device", "dtype"))
 def serve_command(config: ServeConfig = None) -> None:
     """Serve a store over HTTP: /v1/ask, /v1/chat/completions (OpenAI-compatible), /v1/ingest,
     /v1/sessions (conversations whose history moves between models as caches), /v1/models,

@@ -32,6 +32,9 @@ class ServeConfig:
     device: str = device_setting()
     dtype: str = dtype_setting()
     warm_up: bool = setting(True, "Load and warm the models before serving.")
+    memory_tier_mb: int = setting(1024, "Decoded chunk caches (the generators' own and stored translations) kept in "
+                                  "memory, least recently used out past this many MB: a hot chunk skips the disk, "
+                                  "its checksum and its decode. 0: none.", minimum=0)
     max_top_k: int = 64
     max_new_tokens: int = 1024
     worker_threads: int = 64  # threads waiting on model queues at once (HTTP requests in flight)

@@ -26,6 +26,7 @@ from cag.modes import modes
 from cag.prompt import prompt_layout
 from cag.retrieval import Retriever
 from cag.server.errors import UnknownModelError
+from cag.store.memory_tier import MemoryTier
 from cag.store.store import Store
 
 log = logging.getLogger(__name__)
@@ -50,12 +51,15 @@ class WorkerContext:
     lm: LoadedModel
     store_dir: Path
     embedder: LockedEmbedder
+    memory: MemoryTier | None = None  # shared by every worker's store handle
     _retriever: Retriever | None = field(default=None, repr=False)
 
     @property
     def retriever(self) -> Retriever:
         if self._retriever is None:
-            self._retriever = Retriever(Store.open(self.store_dir), self.embedder)
+            store = Store.open(self.store_dir)
+            store.memory = self.memory
+            self._retriever = Retriever(store, self.embedder)
         return self._retriever
 
     def close(self) -> None:
@@ -136,10 +140,10 @@ class ModelPool:
     """The models a server may use (`allowed`), at most `max_loaded` of them loaded at once."""
 
     def __init__(self, allowed: list[str], max_loaded: int, store_dir: Path, embedder: LockedEmbedder,
-                 device: str = "auto", dtype: str = "auto"):
+                 device: str = "auto", dtype: str = "auto", memory: MemoryTier | None = None):
         self.allowed = list(dict.fromkeys(allowed))
         self.max_loaded, self.store_dir, self.embedder = max_loaded, Path(store_dir), embedder
-        self.device, self.dtype = device, dtype
+        self.device, self.dtype, self.memory = device, dtype, memory
         self._workers: OrderedDict[str, ModelWorker] = OrderedDict()  # least recently used first
         self._lock = threading.Lock()
 
@@ -193,7 +197,7 @@ class ModelPool:
     def _load_context(self, name: str) -> WorkerContext:
         start = time.perf_counter()
         lm = load_model(name, self.dtype, self.device)
-        context = WorkerContext(lm, self.store_dir, self.embedder)
+        context = WorkerContext(lm, self.store_dir, self.embedder, self.memory)
         warm_up(lm, prompt_layout(lm.tokenizer).prefix_ids)
         context.retriever.warm_up()
         for mode in modes():  # load the translators from the store's encoder to this model, if any

@@ -15,6 +15,7 @@ from cag.server.config import ServeConfig
 from cag.server.errors import HttpError
 from cag.server.gate import StoreGate
 from cag.server.metrics import ServerMetrics
+from cag.store.memory_tier import MemoryTier
 from cag.server.paths import resolve_ingest_path, save_upload
 from cag.server.pool import LockedEmbedder, ModelPool
 from cag.server.sessions import Sessions, check_record
@@ -51,10 +52,12 @@ class CagServer:
         store.close()
         self.embedder = LockedEmbedder(load_embedder(self.store_config.embedder))
         allowed = list(config.models) + [self.store_config.encoder]  # the encoder: ingest and sessions
-        self.pool = ModelPool(allowed, config.max_loaded, self.store_dir, self.embedder, config.device, config.dtype)
+        self.memory = MemoryTier(config.memory_tier_mb * 2**20) if config.memory_tier_mb else None
+        self.pool = ModelPool(allowed, config.max_loaded, self.store_dir, self.embedder, config.device, config.dtype,
+                              self.memory)
         self.gate = StoreGate()
         self.sessions = Sessions(self.store_dir, self.store_config)
-        self.metrics = ServerMetrics()
+        self.metrics = ServerMetrics(self.memory)
         self.started = time.time()
 
     def warm_up(self) -> float:

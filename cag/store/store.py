@@ -99,6 +99,7 @@ class Store:
         check_caches_folder(self.caches_folder)
         self.catalog = Catalog(self.folder / "catalog.sqlite") if catalog else None
         self._index: VectorIndex | None = None
+        self.memory = None  # a MemoryTier (cag.store.memory_tier) that read_cache serves first, or None
 
     # ---- opening -------------------------------------------------------------------------
     @classmethod
@@ -198,13 +199,20 @@ class Store:
     def read_cache(self, space: CacheSpace, row) -> ChunkCache:
         """The verified chunk cache of catalog `row` in `space`: its checksum, and that it is the
         cache of this row's text for this space's model and prefix. A damaged file is derived data:
-        it is removed (so that re-ingesting re-creates it) and the error says so."""
+        it is removed (so that re-ingesting re-creates it) and the error says so. With a memory
+        tier, a cache read before (verified then) comes from memory."""
         path = self.cache_path(space, row.text_sha256)
+        key = (space.key, row.text_sha256)
+        cache = self.memory.get(key) if self.memory is not None else None
+        if cache is not None:
+            return cache
         try:
             cache = load_chunk_cache(path)
             problem = space.mismatch(cache.meta, row.text_sha256)
             if problem:
                 raise CorruptCacheError(f"Chunk cache {path} is not the one its name says: {problem}.")
+            if self.memory is not None:
+                self.memory.put(key, cache)
             return cache
         except CorruptCacheError as exc:
             path.unlink(missing_ok=True)

@@ -143,3 +143,20 @@ def test_the_curl_examples_in_the_docs_send_json():
     docs = (Path(__file__).parents[2] / "docs" / "serving.md").read_text()
     posts = [line for line in docs.splitlines() if line.startswith("curl") and " -d " in line]
     assert posts and all("-H 'Content-Type: application/json'" in line for line in posts), posts
+
+
+def _metric(text: str, name: str) -> float:
+    return float(next(line.split()[-1] for line in text.splitlines() if line.startswith(name + " ")))
+
+
+def test_a_hot_chunk_is_served_from_the_memory_tier(client):
+    ask = {"question": QUESTION, "mode": "native", "max_new_tokens": 2, "top_k": 2}
+    first = client.post("/v1/ask", json=ask).json()
+    before = client.get("/metrics").text
+    second = client.post("/v1/ask", json=ask).json()
+    after = client.get("/metrics").text
+    assert second["answer"] == first["answer"] and len(second["sources"]) == 2
+    # both chunks from memory: no disk read, no checksum, no decode
+    assert _metric(after, "cag_memory_tier_hits_total") - _metric(before, "cag_memory_tier_hits_total") == 2
+    assert _metric(after, "cag_memory_tier_misses_total") == _metric(before, "cag_memory_tier_misses_total")
+    assert 0 < _metric(after, "cag_memory_tier_bytes") <= _metric(after, "cag_memory_tier_max_bytes") == 1024 * 2**20
