@@ -21,6 +21,7 @@ from cag.retrieval import Retriever
 
 CORPORA = ("per-question", "shared")
 PER_QUESTION, SHARED = CORPORA
+LLAMAINDEX = "llamaindex"  # the llama-index baseline's predictions (eval.llamaindex_baseline), not a cag mode
 
 
 @dataclass

@@ -15,10 +15,10 @@ from llama_index.core.schema import TextNode
 from pydantic import PrivateAttr
 
 from cag.kv.generate import greedy_generate
-from eval.corpus import retrieval_record
+from eval.corpus import LLAMAINDEX, retrieval_record
 from eval.metrics import squad_scores
 
-MODE = "llamaindex"  # how its predictions are named (not one of cag's context modes)
+MODE = LLAMAINDEX  # how its predictions are named (not one of cag's context modes)
 
 
 class _Embedding(BaseEmbedding):

@@ -5,11 +5,12 @@ import statistics
 from pathlib import Path
 
 from cag.atomic import atomic_write_text
-from cag.modes import Reads, get_mode, mode_names
+from cag.modes import REFERENCE, Reads, get_mode, mode_names
 from cag.modes import modes as all_modes
 from cag.modes.derived import DerivedMode
 from cag.modes.registry import AUTO
 from cag.store.spaces import Role
+from eval.corpus import LLAMAINDEX
 from eval.metrics import bootstrap_difference_ci, bootstrap_ratio_ci
 
 GENERATIVE = ("extractive", "multi_doc")
@@ -56,13 +57,15 @@ def summarize(task: str, modes: tuple, records: dict, bytes_per_token: dict) -> 
 
 def paired_differences(modes: tuple, records: dict) -> dict:
     """Score differences on the same examples, with bootstrap CIs: every pair of translator modes in
-    the run ("translated - single" etc.), and each mode built on another against it
-    ("native-blend - native")."""
+    the run ("translated - single" etc.), each mode built on another against it
+    ("native-blend - native"), and the llama-index baseline against direct."""
     present = [m for m in translator_modes() if m in modes]
     pairs = [(first, second) for i, first in enumerate(present) for second in present[i + 1:]]
     pairs += [(m, get_mode(m).base_name) for m in modes if m in mode_names()
               and isinstance(get_mode(m), DerivedMode) and get_mode(m).base_name in modes
               and (get_mode(m).base_name, m) not in pairs]
+    if LLAMAINDEX in modes and REFERENCE in modes:  # what a llama-index user gets, against cag's text RAG
+        pairs.append((LLAMAINDEX, REFERENCE))
     result = {}
     for first, second in pairs:
         scores = {r["id"]: r["score"] for r in records[second]}

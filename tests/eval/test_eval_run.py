@@ -258,6 +258,8 @@ def test_the_llamaindex_baseline_answers_from_its_own_index_over_the_same_chunks
         assert record["retrieved"] == direct[qid]["retrieved"] and record["gold_all"] == direct[qid]["gold_all"]
     metrics = json.loads((run / "metrics.json").read_text())
     assert metrics["modes"]["llamaindex"]["n"] == 3 and "retention" in metrics["modes"]["llamaindex"]
+    gap = metrics["paired_differences"]["llamaindex - direct"]  # beside cag's text RAG, on the same questions
+    assert gap["n"] == 3 and gap["mean"] == round(sum(baseline[q]["score"] - direct[q]["score"] for q in direct) / 3, 3)
     assert json.loads((run / "config.json").read_text())["modes"] == ["direct", "none", "llamaindex"]
     with pytest.raises(CagError, match="--corpus shared"):
         config(tiny_models, tmp_path / "x", llamaindex=True)
