@@ -2,8 +2,8 @@
 
 Per file: read, chunk (encoder tokens), prefill the chunks whose cache file is missing (in batches,
 after the model's answer-time prefix; small files share a batch), embed, then replace the file's
-catalog rows in one transaction. Unchanged files (same sha256) are skipped without model work; files that disappeared
-from the ingested folders are removed. The FAISS index is rebuilt from the catalog when it changed,
+catalog rows in one transaction. Unchanged files (same sha256) are skipped without model work;
+files that disappeared from the ingested folders are removed. The FAISS index is rebuilt from the catalog when it changed,
 and cache files no chunk refers to are deleted. A run killed at any point and started again ends
 with the same store as an uninterrupted run.
 """
