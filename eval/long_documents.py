@@ -3,10 +3,10 @@
     squad-doc-4k, squad-doc-8k, squad-doc-16k, squad-doc-32k
 
 SQuAD v1.1's dev file holds 2,067 paragraphs of 48 articles, in article order (about 284k encoder
-tokens). For one question on each of 300 paragraphs (seeded), the document is the run of consecutive paragraphs of about
-N tokens that holds the question's own paragraph at a seeded place (from the start of the run to its
-end): the neighbouring paragraphs of its article, crossing into the next or previous article where
-one is short. Each paragraph is one `documents` entry, the question's own marked `supporting` (its
+tokens). For one question on each of 300 paragraphs (seeded), the document is the run of
+consecutive paragraphs of about N tokens that holds the question's own paragraph at a seeded place
+(from the start of the run to its end): the neighbouring paragraphs of its article, crossing into
+the next or previous article where one is short. Each paragraph is one `documents` entry, the question's own marked `supporting` (its
 gold), so the context is the whole document read in order (`cag eval --context-budget`, tokens up to
 the generator's positions), or a top-k retrieved from it.
 
@@ -51,7 +51,7 @@ def document_dataset(name: str) -> Path:
 
 
 def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return hashlib.sha256(path.read_bytes()).hexdigest()  # the file's own digest, as sha256sum prints it
 
 
 def build(tokens: int, lines: list[str]) -> list[dict]:
@@ -67,26 +67,27 @@ def build(tokens: int, lines: list[str]) -> list[dict]:
                 paragraphs.append(record["context"])
             questions.setdefault(index[record["context"]], []).append(record)
     rng = random.Random(SEED)
+    size = [len(p) / CHARS_PER_TOKEN for p in paragraphs]  # estimated tokens, once for every window
     records = []
     for own in sorted(rng.sample(sorted(questions), QUESTIONS)):
         question = rng.choice(questions[own])
-        first, last = window(paragraphs, own, tokens, rng.random())
+        first, last = window(size, own, tokens, rng.random())
         records.append({"id": question["id"], "question": question["question"], "answers": question["answers"],
                         "documents": [{"title": "", "text": paragraphs[i], **({"supporting": True} if i == own else {})}
                                       for i in range(first, last + 1)]})
     return records
 
 
-def window(paragraphs: list[str], own: int, tokens: int, place: float) -> tuple[int, int]:
-    """(first, last) paragraph of a run of about `tokens` tokens holding paragraph `own`, with about
-    `place` (0..1) of the rest before it; where the file ends, the other side takes the rest."""
-    size = [len(p) / CHARS_PER_TOKEN for p in paragraphs]
+def window(size: list[float], own: int, tokens: int, place: float) -> tuple[int, int]:
+    """(first, last) paragraph of a run of about `tokens` tokens (`size`: each paragraph's) holding
+    paragraph `own`, with about `place` (0..1) of the rest before it; where the file ends, the
+    other side takes the rest."""
     before_budget = place * max(0.0, tokens - size[own])
     first, last, used = own, own, size[own]
     while first > 0 and used - size[own] + size[first - 1] <= before_budget:
         first -= 1
         used += size[first]
-    while last + 1 < len(paragraphs) and used + size[last + 1] <= tokens:
+    while last + 1 < len(size) and used + size[last + 1] <= tokens:
         last += 1
         used += size[last]
     while first > 0 and used + size[first - 1] <= tokens:  # the file's end reached: fill before

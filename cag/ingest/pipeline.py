@@ -3,8 +3,8 @@
 Per file: read, chunk (encoder tokens), prefill the chunks whose cache file is missing (in batches,
 after the model's answer-time prefix; small files share a batch), embed, then replace the file's
 catalog rows in one transaction. Unchanged files (same sha256) are skipped without model work;
-files that disappeared from the ingested folders are removed. The FAISS index is rebuilt from the catalog when it changed,
-and cache files no chunk refers to are deleted. A run killed at any point and started again ends
+files that disappeared from the ingested folders are removed. The FAISS index is rebuilt from the
+catalog when it changed, and cache files no chunk refers to are deleted. A run killed at any point and started again ends
 with the same store as an uninterrupted run.
 """
 
@@ -269,16 +269,18 @@ class FileGroup:
     batch_size: int
     donors: tuple = ()
     plans: list = field(default_factory=list)
+    waiting: int = 0  # chunks of the waiting plans
 
     def add(self, plan: FilePlan) -> None:
         self.plans.append(plan)
-        if sum(len(p.pending) for p in self.plans) >= self.batch_size:
+        self.waiting += sum(len(chunks) for _, chunks in plan.chunked)
+        if self.waiting >= self.batch_size:
             self.flush()
 
     def flush(self) -> None:
         """Prefill the waiting files' missing caches together, embed their chunks in one call, and
         commit each file."""
-        plans, self.plans = self.plans, []
+        plans, self.plans, self.waiting = self.plans, [], 0
         if not plans:
             return
         pending = [pair for plan in plans for pair in plan.pending]
@@ -288,7 +290,7 @@ class FileGroup:
         vectors = self.embedder.encode([chunk.text for _, chunk in pending]) if pending else []
         start = 0
         for plan in plans:
-            count = len(plan.pending)
+            count = sum(len(chunks) for _, chunks in plan.chunked)
             commit_file(self.store, plan, self.embedder, self.encoder_tokenizer, self.report,
                         vectors[start:start + count])
             start += count

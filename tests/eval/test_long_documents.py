@@ -20,7 +20,8 @@ def _tokens(first, last):
 @pytest.mark.parametrize("own", [0, 7, 30, 59])
 @pytest.mark.parametrize("place", [0.0, 0.5, 1.0])
 def test_the_window_holds_the_own_paragraph_and_about_the_length_asked(own, place):
-    first, last = long_documents.window(PARAGRAPHS, own, 400, place)
+    sizes = [len(p) / long_documents.CHARS_PER_TOKEN for p in PARAGRAPHS]
+    first, last = long_documents.window(sizes, own, 400, place)
     assert first <= own <= last
     assert 400 - 100 < _tokens(first, last) <= 400  # one more paragraph would pass the length
     if 20 < own < 40:  # room on both sides: `place` of the rest comes before it, to one paragraph
